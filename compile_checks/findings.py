@@ -71,6 +71,10 @@ class CloneReport:
     clones: list[SurvivingClone] = field(default_factory=list)
     mutated_args: list[MutatedArgRecord] = field(default_factory=list)
     num_regions: int = 0
+    # region index -> how many times the compiled region ran during the check
+    region_calls: dict[int, int] = field(default_factory=dict)
+    # region index -> bytes Inductor's kernels account for (torch._inductor.metrics)
+    region_kernel_bytes: dict[int, int] = field(default_factory=dict)
     dump_dir: str | None = None
 
     @property
