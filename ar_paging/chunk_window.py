@@ -14,7 +14,9 @@ Fixed against the reference spec:
 * vLLM registers its built-in specs lazily, only while its registry is empty, so
   registering ours first would leave ``FullAttentionSpec`` & co. unregistered: the
   built-ins are registered before ours.
-* the admission cap (blocks a request may hold) counts the sink blocks too.
+* the admission cap (blocks a request may hold) counts the sink blocks too;
+* ``num_retained_tokens`` (how far back vLLM's GPU worker keeps block-table
+  entries) would, inherited, null the sink on the worker side: overridden.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from dataclasses import dataclass
 from vllm.utils.math_utils import cdiv
 from vllm.v1.core.single_type_kv_cache_manager import SlidingWindowManager
 from vllm.v1.kv_cache_interface import SlidingWindowSpec
-from vllm.v1.kv_cache_spec_registry import KVCacheSpecRegistry, register_kv_cache_spec
+from vllm.v1.kv_cache_spec_registry import KVCacheSpecRegistry
 
 
 def chunk_window_skipped_tokens(
@@ -86,12 +88,6 @@ class ChunkWindowManager(SlidingWindowManager):
         self._remove_blocks_in_range(request_id, sink_blocks, sink_blocks + gap_blocks)
 
 
-# vLLM fills its registry with the built-in specs only while it is empty
-# (KVCacheSpecRegistry._ensure_registered); registering ours first would skip them.
-KVCacheSpecRegistry._ensure_registered()
-
-
-@register_kv_cache_spec(manager_class=ChunkWindowManager, uniform_type_base_spec=None)
 @dataclass(frozen=True, kw_only=True)
 class ChunkWindowSpec(SlidingWindowSpec):
     """Sliding window measured in chunks, with optional attention-sink chunks.
@@ -130,6 +126,25 @@ class ChunkWindowSpec(SlidingWindowSpec):
             )
 
     @property
+    def num_retained_tokens(self) -> int:
+        """How far below a request's first scheduled token vLLM's worker keeps table entries.
+
+        vLLM's GPU worker (``vllm/v1/worker/gpu/block_table.py``,
+        ``gather_block_tables``) nulls every *leading* block-table entry wholly below
+        ``first_pos - num_retained_tokens`` for ``SlidingWindowSpec`` groups (``0``
+        disables that). The inherited ``sliding_window - 1`` would null the sink
+        blocks (they are leading entries far below the window) and, with
+        ``block_size == 1``, the window's first token. So: ``0`` (no worker-side
+        masking; the manager's ``null_block`` entries already mark the gap) with a
+        sink or with ``reset_at_boundary``; otherwise the whole window,
+        ``sliding_window + extra_retained_tokens`` (the in-flight chunk starts on a
+        chunk boundary, so this nulls exactly the evicted chunks).
+        """
+        if self.sink_chunks > 0 or self.reset_at_boundary:
+            return 0
+        return self.sliding_window + self.extra_retained_tokens
+
+    @property
     def sink_blocks(self) -> int:
         """Leading blocks that are never evicted."""
         return self.sink_chunks * self.chunk_size // self.block_size
@@ -138,3 +153,23 @@ class ChunkWindowSpec(SlidingWindowSpec):
         """vLLM's sliding-window cap plus the sink blocks the window manager never frees."""
         window_cap = super().max_admission_blocks_per_request(max_in_flight_tokens, max_model_len)
         return min(window_cap + self.sink_blocks, cdiv(max_model_len, self.block_size) + 1)
+
+
+def register_chunk_window_spec() -> None:
+    """Register ``ChunkWindowSpec -> ChunkWindowManager`` without losing vLLM's built-ins.
+
+    vLLM fills its registry with the built-in specs (``FullAttentionSpec`` & co.)
+    lazily, in ``KVCacheSpecRegistry._ensure_registered``, and only while the
+    registry is *empty*. A plain ``@register_kv_cache_spec`` on our class, run at
+    import time before anything has touched the registry, makes it non-empty first:
+    the built-ins are then never registered and ``FullAttentionSpec`` resolves to no
+    manager. So the built-ins are registered first, then ours. Idempotent.
+    ``uniform_type_base_spec=None``: its own KV-cache group.
+    """
+    KVCacheSpecRegistry._ensure_registered()
+    KVCacheSpecRegistry.register(
+        ChunkWindowSpec, manager_class=ChunkWindowManager, uniform_type_base_spec=None
+    )
+
+
+register_chunk_window_spec()

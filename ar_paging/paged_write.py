@@ -12,7 +12,8 @@ Shapes:
     slot_mapping:   ``torch.long``; ``(batch, chunk_size)`` (each sequence its own
                     slots) or ``(chunk_size,)`` when ``batch == 1`` / 3-D K/V.
 The spec wrote only batch index 0 and dropped the rest; here every sequence is
-written, and a 1-D mapping with ``batch > 1`` is a ``ValueError``.
+written, and a 1-D mapping with ``batch > 1`` is a ``ValueError``. Slots must lie in
+``[0, num_slots)`` and be distinct; every check runs before anything is written.
 """
 
 from __future__ import annotations
@@ -77,6 +78,11 @@ def _check_slot_range(slots: torch.Tensor, num_slots: int) -> None:
     lo, hi = int(slots.min()), int(slots.max())
     if lo < 0 or hi >= num_slots:
         raise ValueError(f"slot_mapping has slots in [{lo}, {hi}] outside the pool's [0, {num_slots})")
+    if torch.unique(slots).numel() != slots.numel():
+        raise ValueError(
+            "slot_mapping has duplicate slots: two tokens (or two sequences) would write one slot, "
+            "and which one lands is unspecified"
+        )
 
 
 @torch.library.custom_op(_OP_NAME, mutates_args=("k_pool", "v_pool"))

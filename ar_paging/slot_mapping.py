@@ -8,6 +8,7 @@ request's cache.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 
 import torch
@@ -26,7 +27,11 @@ def _as_long_1d(values: torch.Tensor | Sequence[int], name: str) -> torch.Tensor
             raise ValueError(f"{name} must hold integers, got dtype {values.dtype}")
         t = values.to(device="cpu", dtype=torch.long)
     else:
-        t = torch.as_tensor(list(values), dtype=torch.long)
+        items = list(values)
+        for v in items:
+            if isinstance(v, bool) or not hasattr(v, "__index__"):
+                raise ValueError(f"{name} must hold integers, got {v!r}")
+        t = torch.as_tensor([operator.index(v) for v in items], dtype=torch.long)
     if t.dim() != 1:
         raise ValueError(f"{name} must be 1-D, got shape {tuple(t.shape)}")
     return t
@@ -81,8 +86,16 @@ def chunk_slot_mapping(
         raise ValueError(f"num_computed_tokens must be non-negative, got {num_computed_tokens}")
     if chunk_size < 1:
         raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
+    _check_block_size(block_size)
+    table = _as_long_1d(block_ids, "block_ids")
+    num_blocks = table.numel()
+    if num_computed_tokens + chunk_size > num_blocks * block_size:
+        raise ValueError(
+            f"chunk [num_computed_tokens={num_computed_tokens}, +chunk_size={chunk_size}) runs past the "
+            f"block table of {num_blocks} blocks x block_size {block_size}: allocate the chunk's blocks first"
+        )
     positions = torch.arange(num_computed_tokens, num_computed_tokens + chunk_size, dtype=torch.long)
-    return compute_slot_mapping(block_ids, positions, block_size)
+    return compute_slot_mapping(table, positions, block_size)
 
 
 def resident_block_ids(block_ids: Sequence[int] | torch.Tensor, null_block_id: int) -> list[int]:
