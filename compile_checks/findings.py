@@ -76,7 +76,34 @@ class CloneReport:
     # region index -> bytes Inductor's kernels account for (torch._inductor.metrics)
     region_kernel_bytes: dict[int, int] = field(default_factory=dict)
     dump_dir: str | None = None
+    # what fn returned on the checked run (the pools were really written)
+    output: Any = None
+    # per region: the dump files (filled when dumps were written), see compile_checks.dumping
+    region_files: dict[int, dict[str, str | None]] = field(default_factory=dict)
+    # functionalization clones of caller tensors that match none of the named pools
+    other_clones: list[SurvivingClone] = field(default_factory=list)
+    # analysis caveats (e.g. the reinplace decision and the final graph disagree)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def clone_bytes(self) -> int:
         return sum(c.nbytes for c in self.clones)
+
+    @property
+    def clean(self) -> bool:
+        return not self.clones
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "clean": self.clean,
+            "clone_bytes": self.clone_bytes,
+            "clones": [c.to_dict() for c in self.clones],
+            "other_clones": [c.to_dict() for c in self.other_clones],
+            "mutated_args": [asdict(m) for m in self.mutated_args],
+            "num_regions": self.num_regions,
+            "region_calls": {str(k): v for k, v in self.region_calls.items()},
+            "region_kernel_bytes": {str(k): v for k, v in self.region_kernel_bytes.items()},
+            "region_files": {str(k): v for k, v in self.region_files.items()},
+            "dump_dir": self.dump_dir,
+            "notes": list(self.notes),
+        }

@@ -1,0 +1,274 @@
+"""Public entry points: compile a function with the instrumented backend, run it once, report.
+
+``analyze_pool_clones`` / ``find_pool_clones`` / ``assert_no_pool_clones`` check one
+call of ``fn``; :class:`CloneCheck` is the session they are built on, for callers
+(like the scenarios) that drive a compiled region many times from a host loop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from compile_checks.attribution import build_report
+from compile_checks.backend import Probe, instrumented_inductor
+from compile_checks.dumping import annotate_report, write_index
+from compile_checks.findings import CloneReport, SurvivingClone
+
+
+class CompileCheckError(RuntimeError):
+    """``fn`` could not be compiled (or run) under the check; ``__cause__`` is the original error."""
+
+
+class CloneCheck:
+    """One check session: patches Inductor, compiles regions, builds the report on exit.
+
+    Usage::
+
+        with CloneCheck(pools={"layer0.k": k0, ...}) as check:
+            step = check.compile(step_fn)
+            for ...: step(...)
+        report = check.report
+    """
+
+    def __init__(
+        self,
+        pools: Mapping[str, torch.Tensor] | None = None,
+        functionalization: str = "v2",
+        dump_dir: str | os.PathLike[str] | None = None,
+        inductor_config: Mapping[str, Any] | None = None,
+        analysis_only: bool = False,
+    ) -> None:
+        self.pools = dict(pools) if pools else None
+        self.inductor_config = dict(inductor_config or {})
+        self.functionalization = functionalization
+        self.dump_dir = str(Path(dump_dir).resolve()) if dump_dir is not None else None
+        # analysis_only: dynamo + AOT + Inductor's post-grad passes run (so the verdict is the same),
+        # lowering and C++ codegen do not; the post-grad FX graph itself is executed
+        self.probe = Probe(analysis_only=analysis_only)
+        self.report: CloneReport | None = None
+        self._stack: contextlib.ExitStack | None = None
+
+    def compile(self, fn: Callable[..., Any], dynamic: bool = False) -> Callable[..., Any]:
+        """``torch.compile(fn)`` through the instrumented backend; errors become CompileCheckError."""
+        compiled = torch.compile(fn, backend=self.probe.backend, dynamic=dynamic)
+
+        def run(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return compiled(*args, **kwargs)
+            except CompileCheckError:
+                raise
+            except Exception as e:  # noqa: BLE001 - the cause is kept and named
+                raise CompileCheckError(f"torch.compile of {_name(fn)} failed: {_first_line(e)}") from e
+
+        return run
+
+    def __enter__(self) -> CloneCheck:
+        if self.dump_dir is not None:
+            _prepare_dump_dir(self.dump_dir)
+        stack = contextlib.ExitStack().__enter__()
+        try:
+            # instrumentation outermost: its dynamo reset must come after depyf wrote full_code_*
+            stack.enter_context(instrumented_inductor(self.probe, self.functionalization, self.inductor_config))
+            if self.dump_dir is not None:
+                import depyf
+
+                stack.enter_context(_quiet_depyf())
+                stack.enter_context(depyf.prepare_debug(self.dump_dir))
+        except BaseException:
+            stack.close()
+            raise
+        self._stack = stack
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._stack is not None
+        self._stack.__exit__(*exc)
+        self._stack = None
+        report = build_report(self.probe, self.pools, self.dump_dir)
+        if self.dump_dir is not None:
+            report = annotate_report(report, self.probe, self.dump_dir)
+            write_index(report, self.probe, self.dump_dir)
+        self.report = report
+
+
+def _name(fn: Callable[..., Any]) -> str:
+    return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__name__
+
+
+def _first_line(e: BaseException) -> str:
+    """``Type: message`` of the innermost cause (dynamo wraps the real error in several layers)."""
+    root: BaseException = e
+    seen: set[int] = set()
+    while id(root) not in seen:
+        seen.add(id(root))
+        inner = getattr(root, "inner_exception", None) or root.__cause__
+        if inner is None:
+            break
+        root = inner
+    text = str(root).strip()
+    first = text.splitlines()[0] if text else ""
+    # dynamo's fake-tensor errors carry the op's own error as "... got ValueError('...')"
+    m = re.search(r"got (\w+(?:Error|Exception))\((['\"])(.*?)\2\)", text)
+    if m:
+        return f"{type(root).__name__}: {first} ({m.group(1)}: {m.group(3)})"
+    return f"{type(root).__name__}: {first}" if first else type(root).__name__
+
+
+def _prepare_dump_dir(path: str) -> None:
+    """Create the dump folder or fail early with a clear OSError (the CLI maps it to exit 3)."""
+    p = Path(path)
+    p.mkdir(parents=True, exist_ok=True)
+    if not os.access(p, os.W_OK):
+        raise PermissionError(f"dump dir {p} is not writable")
+
+
+@contextlib.contextmanager
+def _quiet_depyf() -> Iterator[None]:
+    """depyf warns once per prepare_debug that code should run several times; we know."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*You are trying to debug `torch.compile`.*")
+        yield
+
+
+def analyze_pool_clones(
+    fn: Callable[..., Any],
+    *args: Any,
+    pools: Mapping[str, torch.Tensor] | None = None,
+    dynamic: bool = False,
+    functionalization: str = "v2",
+    dump_dir: str | os.PathLike[str] | None = None,
+    inductor_config: Mapping[str, Any] | None = None,
+    **kwargs: Any,
+) -> CloneReport:
+    """Compile ``fn`` with Inductor, run it once on ``args`` (pools really written), and report
+    every functionalization clone of a mutated caller tensor that survived reinplacing.
+
+    ``pools`` names the caller's buffers (``{"layer0.k": k, ...}``) so clones are attributed
+    by storage; without it every mutated graph input counts (``pool=None``).
+    ``report.output`` is what ``fn`` returned. ``inductor_config`` adds torch._inductor.config
+    patches for the check (e.g. ``{"reorder_for_locality": False}``).
+    """
+    check = CloneCheck(pools=pools, functionalization=functionalization, dump_dir=dump_dir, inductor_config=inductor_config)
+    with check:
+        output = check.compile(fn, dynamic=dynamic)(*args, **kwargs)
+    assert check.report is not None
+    check.report.output = output
+    return check.report
+
+
+def dump(
+    fn: Callable[..., Any],
+    *args: Any,
+    out_dir: str | os.PathLike[str],
+    pools: Mapping[str, torch.Tensor] | None = None,
+    dynamic: bool = False,
+    functionalization: str = "v2",
+    inductor_config: Mapping[str, Any] | None = None,
+    **kwargs: Any,
+) -> CloneReport:
+    """Run ``fn`` once under ``depyf.prepare_debug(out_dir)``; write ``out_dir/index.md``; return the report."""
+    return analyze_pool_clones(
+        fn,
+        *args,
+        pools=pools,
+        dynamic=dynamic,
+        functionalization=functionalization,
+        dump_dir=out_dir,
+        inductor_config=inductor_config,
+        **kwargs,
+    )
+
+
+def find_pool_clones(
+    fn: Callable[..., Any],
+    *args: Any,
+    pools: Mapping[str, torch.Tensor] | None = None,
+    dynamic: bool = False,
+    functionalization: str = "v2",
+    dump_dir: str | os.PathLike[str] | None = None,
+    inductor_config: Mapping[str, Any] | None = None,
+    **kwargs: Any,
+) -> list[SurvivingClone]:
+    """The surviving pool clones of one compiled call of ``fn`` (``analyze_pool_clones(...).clones``)."""
+    return analyze_pool_clones(
+        fn,
+        *args,
+        pools=pools,
+        dynamic=dynamic,
+        functionalization=functionalization,
+        dump_dir=dump_dir,
+        inductor_config=inductor_config,
+        **kwargs,
+    ).clones
+
+
+def format_clone(c: SurvivingClone) -> str:
+    """One line per clone: op, argument, pool, bytes, where it is in the dump."""
+    where = f"{c.graph_file}:{c.line}" if c.graph_file else f"region {c.region} node {c.node} (no dump written)"
+    pool = c.pool if c.pool is not None else "<unnamed input>"
+    dtype = str(c.dtype).removeprefix("torch.")
+    return (
+        f"{c.op} argument {c.arg!r} (pool {pool}): clone of {c.nbytes} bytes "
+        f"{list(c.shape)} {dtype}, node {c.node} in region {c.region} at {where}"
+    )
+
+
+def format_report(report: CloneReport) -> str:
+    """Human-readable summary of a report (what ``assert_no_pool_clones`` raises with)."""
+    if report.clean:
+        return f"no surviving pool clones in {report.num_regions} compiled region(s)"
+    lines = [
+        f"{len(report.clones)} functionalization clone(s) of pools survived Inductor's reinplace pass "
+        f"({report.clone_bytes} bytes copied per execution of the regions):"
+    ]
+    lines += [f"  - {format_clone(c)}" for c in report.clones]
+    if report.dump_dir:
+        lines.append(f"graph dumps: {report.dump_dir} (see index.md)")
+    return "\n".join(lines)
+
+
+def assert_no_pool_clones(
+    fn: Callable[..., Any],
+    *args: Any,
+    pools: Mapping[str, torch.Tensor] | None = None,
+    dynamic: bool = False,
+    functionalization: str = "v2",
+    dump_dir: str | os.PathLike[str] | None = None,
+    inductor_config: Mapping[str, Any] | None = None,
+    **kwargs: Any,
+) -> CloneReport:
+    """Raise AssertionError naming op, argument, pool, bytes and dump file:line of each clone."""
+    report = analyze_pool_clones(
+        fn,
+        *args,
+        pools=pools,
+        dynamic=dynamic,
+        functionalization=functionalization,
+        dump_dir=dump_dir,
+        inductor_config=inductor_config,
+        **kwargs,
+    )
+    if not report.clean:
+        raise AssertionError(format_report(report))
+    return report
+
+
+__all__ = [
+    "CloneCheck",
+    "CompileCheckError",
+    "analyze_pool_clones",
+    "assert_no_pool_clones",
+    "dump",
+    "find_pool_clones",
+    "format_clone",
+    "format_report",
+]
