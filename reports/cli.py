@@ -82,6 +82,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="reports.bench CSV: adds a measured time-per-step panel to the plot")
     p.add_argument("--dumps", action="store_true", help="keep the graph dumps under OUT/dumps/NAME")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--analysis-only", action="store_true",
+                   help="stop Inductor after its post-grad passes: same clones and bytes, no C++ "
+                        "codegen, kernel_bytes_per_step is 0 (used by the test suite)")
     p.add_argument("--list", action="store_true", help="list the scenario names (default set marked) and exit")
     return p
 
@@ -103,7 +106,7 @@ def check_writable(out: Path) -> str | None:
 
 
 def _run_all(names: Sequence[str], registry: Mapping[str, Any], run_scenario: Any, out: Path,
-             dumps: bool, progress: bool) -> list[Any]:
+             dumps: bool, progress: bool, analysis_only: bool = False) -> list[Any]:
     from tqdm import tqdm
 
     results = []
@@ -111,7 +114,8 @@ def _run_all(names: Sequence[str], registry: Mapping[str, Any], run_scenario: An
     for name in bar:
         bar.set_postfix_str(name)
         dump_dir = str(out / "dumps" / name) if dumps else None
-        results.append(run_scenario(registry[name], dump_dir=dump_dir))
+        extra = {"analysis_only": True} if analysis_only else {}
+        results.append(run_scenario(registry[name], dump_dir=dump_dir, **extra))
     return results
 
 
@@ -169,7 +173,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     started = time.perf_counter()
     try:
-        results = _run_all(names, registry, run_scenario, args.out, args.dumps, not args.no_progress)
+        results = _run_all(names, registry, run_scenario, args.out, args.dumps, not args.no_progress,
+                           args.analysis_only)
     except Exception as e:  # a failed compile must not end as a bare traceback
         _err(f"a scenario failed: {type(e).__name__}: {e}")
         tb = "".join(traceback.format_exception(e))
