@@ -1,6 +1,6 @@
 """``python -m compile_checks``: run the scenarios, print a verdict table, exit with a meaning.
 
-Exit codes (also in docs/compile_checks.md):
+Exit codes (also in the README, "CLI"):
     0  every scenario run is clean (no surviving pool clone) and matches eager
     1  a surviving pool clone was found in a scenario run (``--scenario fused`` exits 1)
     2  usage error or unknown scenario (the message lists the valid names)

@@ -14,7 +14,7 @@ Each sample times enough back-to-back steps to last ~20 ms. Pools are freed
 between sizes. CUDA runs when ``torch.cuda.is_available()``; otherwise it is
 skipped with a printed reason.
 
-Not a test: run it by hand (see docs/reports.md).
+Not a test: run it by hand (see the README, "Benchmark").
 """
 
 from __future__ import annotations

@@ -33,6 +33,7 @@ from vllm.v1.kv_cache_spec_registry import KVCacheSpecRegistry, register_kv_cach
 import ar_paging.eviction_table as et
 from ar_paging import ChunkWindowManager, ChunkWindowSpec, chunk_window_skipped_tokens
 from ar_paging.chunk_window import register_chunk_window_spec
+from _checks import check_rejects
 
 RID = et.REQUEST_ID
 NUM_CHUNKS = 10
@@ -367,15 +368,6 @@ BAD_SPECS = {
 }
 
 
-def check_rejects(fn, match: str) -> None:
-    try:
-        fn()
-    except ValueError as err:
-        assert re.search(match, str(err)), f"ValueError does not name {match!r}: {err}"
-        return
-    except Exception as err:  # noqa: BLE001
-        raise AssertionError(f"expected ValueError naming {match!r}, got {type(err).__name__}: {err}") from err
-    raise AssertionError(f"expected ValueError naming {match!r}; nothing was raised")
 
 
 @pytest.mark.parametrize("case", list(BAD_SPECS))

@@ -6,7 +6,6 @@ check is run on it too and must fail.
 
 from __future__ import annotations
 
-import re
 
 import pytest
 import torch
@@ -15,6 +14,7 @@ from hypothesis import strategies as st
 
 import ar_paging  # noqa: F401 - registers torch.ops.ar_paging
 from ar_paging import pool_write_chunk
+from _checks import check_rejects
 
 H, D = 2, 4  # kv heads, head dim
 
@@ -159,15 +159,6 @@ def test_bad_write_is_a_named_value_error_and_writes_nothing(case):
     assert torch.equal(args["k_pool"], k_before), "a rejected commit must not write anything"
 
 
-def check_rejects(fn, match: str) -> None:
-    try:
-        fn()
-    except ValueError as err:
-        assert re.search(match, str(err)), f"ValueError does not name {match!r}: {err}"
-        return
-    except Exception as err:  # noqa: BLE001
-        raise AssertionError(f"expected ValueError naming {match!r}, got {type(err).__name__}: {err}") from err
-    raise AssertionError(f"expected ValueError naming {match!r}; nothing was raised")
 
 
 @pytest.mark.parametrize(

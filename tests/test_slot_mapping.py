@@ -7,7 +7,6 @@ ours raises.
 
 from __future__ import annotations
 
-import re
 
 import pytest
 import torch
@@ -15,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ar_paging import chunk_slot_mapping, compute_slot_mapping, resident_block_ids
+from _checks import check_rejects
 
 SETTINGS = settings(deadline=None, max_examples=60)
 
@@ -107,16 +107,6 @@ def spec_chunk_slot_mapping(block_ids, num_computed_tokens, chunk_size, block_si
     return spec_compute_slot_mapping(block_ids, positions, block_size)
 
 
-def check_rejects(fn, match: str) -> None:
-    """The check: ``fn()`` raises a ValueError whose message names ``match``."""
-    try:
-        fn()
-    except ValueError as err:
-        assert re.search(match, str(err)), f"ValueError does not name {match!r}: {err}"
-        return
-    except Exception as err:  # noqa: BLE001 - any other failure is a failed check
-        raise AssertionError(f"expected ValueError naming {match!r}, got {type(err).__name__}: {err}") from err
-    raise AssertionError(f"expected ValueError naming {match!r}; nothing was raised")
 
 
 TABLE = [7, 3, 9]
