@@ -8,6 +8,7 @@ data (``reports.bench`` CSV) a second panel shows measured time per step.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -28,6 +29,17 @@ def _size_ticks(ax, pool_bytes: pd.Series) -> None:  # type: ignore[no-untyped-d
     ax.xaxis.set_minor_formatter(NullFormatter())
 
 
+def _style_pool_axis(ax: Any, pool_bytes: pd.Series, ylabel: str, title: str) -> None:
+    """Log-log axes against pool size (MiB), shared by the traffic and the timing panel."""
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    _size_ticks(ax, pool_bytes)
+    ax.set_xlabel("KV pool size, all layers K+V (MiB)")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7)
+
 def plot_traffic(df: pd.DataFrame, path: str | Path, bench: pd.DataFrame | None = None) -> Path:
     """Write the PNG; returns its path."""
     panels = 2 if bench is not None and not bench.empty else 1
@@ -42,28 +54,15 @@ def plot_traffic(df: pd.DataFrame, path: str | Path, bench: pd.DataFrame | None 
         (line,) = ax.plot(x, actual, marker="o", label=f"{layout}: actual (ideal + clones)")
         ax.plot(x, g["ideal_bytes_per_step"] / MIB, marker="x", linestyle="--", color=line.get_color(),
                 label=f"{layout}: ideal")
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    _size_ticks(ax, df["pool_bytes"])
-    ax.set_xlabel("KV pool size, all layers K+V (MiB)")
-    ax.set_ylabel("memory traffic per denoising step (MiB, run average)")
-    ax.set_title("KV traffic per step vs pool size")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7)
+    _style_pool_axis(ax, df["pool_bytes"], "memory traffic per denoising step (MiB, run average)",
+                     "KV traffic per step vs pool size")
     if panels == 2:
         bx = axes[0][1]
         for device, group in bench.groupby("device", sort=True):
             g = group.sort_values("pool_bytes")
             bx.plot(g["pool_bytes"] / MIB, g["split_median_ms"], marker="o", label=f"{device} split")
             bx.plot(g["pool_bytes"] / MIB, g["fused_median_ms"], marker="s", label=f"{device} fused")
-        bx.set_xscale("log", base=2)
-        bx.set_yscale("log")
-        _size_ticks(bx, bench["pool_bytes"])
-        bx.set_xlabel("KV pool size, all layers K+V (MiB)")
-        bx.set_ylabel("median time per commit step (ms)")
-        bx.set_title("measured (reports.bench)")
-        bx.grid(True, which="both", alpha=0.3)
-        bx.legend(fontsize=7)
+        _style_pool_axis(bx, bench["pool_bytes"], "median time per commit step (ms)", "measured (reports.bench)")
     fig.tight_layout()
     out = Path(path)
     fig.savefig(out, dpi=110)
