@@ -213,13 +213,14 @@ def _record_inputs(out: Any, inner: InnerGraph) -> None:
 
 
 @contextlib.contextmanager
-def _kernel_byte_metrics() -> Iterator[None]:
-    """Make compile_fx count kernel bytes (it does only while its inductor_metrics log is at INFO),
-    without printing that log."""
+def kernel_byte_metrics() -> Iterator[None]:
+    """Make compile_fx count kernel bytes (``torch._inductor.metrics.num_bytes_accessed``; it
+    does so only while its ``inductor_metrics`` log is at INFO), without printing that log."""
     log = compile_fx_module.inductor_metrics_log
-    saved = (log.level, log.propagate, list(log.handlers))
+    saved = (log.level, log.propagate, list(log.handlers), log.disabled)
     log.setLevel(logging.INFO)
     log.propagate = False
+    log.disabled = False
     log.handlers = [logging.NullHandler()]
     try:
         yield
@@ -227,6 +228,7 @@ def _kernel_byte_metrics() -> Iterator[None]:
         log.setLevel(saved[0])
         log.propagate = saved[1]
         log.handlers = saved[2]
+        log.disabled = saved[3]
 
 
 @contextlib.contextmanager
@@ -251,7 +253,7 @@ def instrumented_inductor(
         with (
             warnings.catch_warnings(),
             inductor_config.patch(patches),
-            _kernel_byte_metrics(),
+            kernel_byte_metrics(),
             mock.patch.object(
                 post_grad_module,
                 "reinplace_inplaceable_ops",

@@ -20,21 +20,20 @@ Not a test: run it by hand (see the README, "Benchmark").
 from __future__ import annotations
 
 import argparse
-import contextlib
 import gc
-import logging
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
 
 from ar_paging import gather_window, pool_write_chunk
+from compile_checks.backend import kernel_byte_metrics
+from reports.traffic import MIB
 
-MIB = 1 << 20
 DEFAULT_SIZES_MIB: tuple[int, ...] = (16, 32, 64, 128, 256, 512, 1024)
 
 
@@ -153,28 +152,6 @@ def _time_calls(fn: Callable[[], object], n: int, device: torch.device) -> float
     return (time.perf_counter() - t0) / n
 
 
-@contextlib.contextmanager
-def count_kernel_bytes() -> Iterator[None]:
-    """Make Inductor fill ``metrics.num_bytes_accessed`` without printing its metrics log.
-
-    Inductor only counts kernel bytes when its ``inductor_metrics`` artifact log is on
-    at INFO; this turns the logger on with a null handler for the block.
-    """
-    from torch._inductor import compile_fx
-
-    log = compile_fx.inductor_metrics_log
-    saved = (log.level, log.propagate, list(log.handlers), log.disabled)
-    null = logging.NullHandler()
-    log.setLevel(logging.INFO)
-    log.propagate = False
-    log.disabled = False
-    log.handlers = [null]
-    try:
-        yield
-    finally:
-        log.level, log.propagate, log.handlers, log.disabled = saved[0], saved[1], saved[2], saved[3]
-
-
 def _compile(step: Callable[..., torch.Tensor], args: tuple) -> tuple[Callable[[], object], int, float]:
     """Compile + first call; returns the call, Inductor's kernel bytes for it, compile seconds."""
     from torch._inductor import metrics
@@ -182,7 +159,7 @@ def _compile(step: Callable[..., torch.Tensor], args: tuple) -> tuple[Callable[[
     compiled = torch.compile(step, fullgraph=True, dynamic=False)
     metrics.reset()
     t0 = time.perf_counter()
-    with count_kernel_bytes():
+    with kernel_byte_metrics():
         compiled(*args)
     seconds = time.perf_counter() - t0
     return (lambda: compiled(*args)), int(metrics.num_bytes_accessed), seconds
