@@ -10,6 +10,9 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 _EXPORTS: dict[str, str] = {
+    "Case": "compile_checks.case",
+    "CaseResult": "compile_checks.case",
+    "run_case": "compile_checks.case",
     "CloneCheck": "compile_checks.api",
     "CompileCheckError": "compile_checks.api",
     "analyze_pool_clones": "compile_checks.api",
@@ -34,6 +37,7 @@ if TYPE_CHECKING:  # pragma: no cover
         find_pool_clones,
         format_report,
     )
+    from compile_checks.case import Case, CaseResult, run_case
     from compile_checks.findings import CloneReport, MutatedArgRecord, SurvivingClone
 
 
