@@ -1,0 +1,290 @@
+"""The "vllm" pipeline: compile as vLLM 0.33 does on a CPU host.
+
+On CPU, vLLM never runs ``VllmBackend``: ``CpuPlatform.check_and_update_config`` turns
+``CompilationMode.VLLM_COMPILE`` into ``DYNAMO_TRACE_ONCE`` with ``backend="inductor"``,
+i.e. plain ``torch.compile(forward, backend="inductor", options=inductor_compile_config)``
+with ``enable_auto_functionalized_v2=False`` (v1 functionalization) from
+``CompilationConfig.__post_init__``. This module reads those settings from a real
+``VllmConfig`` (:func:`vllm_settings`) and compiles:
+
+* a plain callable with the check's instrumented backend under those settings;
+* a module decorated with vLLM's ``@support_torch_compile`` through vLLM's own
+  ``TorchCompileWithNoGuardsWrapper``: its config names :func:`check_backend` by qualname
+  (vLLM resolves it with ``resolve_obj_by_qualname``), and that resolver forwards to the
+  active check's backend. The one change from vLLM's own config is that backend string.
+
+vLLM is imported only here, and only when a vllm pipeline is used (``import vllm.config``
+costs seconds). Environment changes (``VLLM_TARGET_DEVICE=cpu``, vLLM's compile caches
+off, and what ``check_and_update_config`` writes into ``os.environ``) are undone on exit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+if TYPE_CHECKING:
+    from vllm.config import VllmConfig
+
+    from compile_checks.api import CloneCheck
+
+# what vLLM reads from the environment while compiling: CPU platform, and no compile cache
+# (vLLM's AOT artifacts and its torch_compile_cache would hand back code compiled without the
+# check's hooks). VLLM_DISABLE_COMPILE_CACHE alone does not stop an explicit VLLM_USE_AOT_COMPILE=1.
+_COMPILE_ENV: dict[str, str] = {
+    "VLLM_DISABLE_COMPILE_CACHE": "1",
+    "VLLM_USE_AOT_COMPILE": "0",
+    "VLLM_USE_MEGA_AOT_ARTIFACT": "0",
+}
+
+CHECK_BACKEND_QUALNAME = "compile_checks.pipelines.vllm.check_backend"
+
+# the backends of the checks now compiling through vLLM (innermost last)
+_ACTIVE_BACKENDS: list[Callable[..., Any]] = []
+
+
+class VllmPipelineError(RuntimeError):
+    """The vllm pipeline cannot run here (no vLLM, a CUDA host, vLLM's env cache frozen)."""
+
+
+def check_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], **kwargs: Any) -> Any:
+    """The dynamo backend vLLM's wrapper resolves by qualname: the active check's backend."""
+    if not _ACTIVE_BACKENDS:
+        raise VllmPipelineError(
+            f"{CHECK_BACKEND_QUALNAME} was called outside compile_for_pipeline(check, module, 'vllm'): "
+            "no clone check is active to compile this graph"
+        )
+    return _ACTIVE_BACKENDS[-1](gm, example_inputs, **kwargs)
+
+
+@contextlib.contextmanager
+def active_backend(backend: Callable[..., Any]) -> Iterator[None]:
+    """Make :func:`check_backend` forward to ``backend`` for the duration."""
+    _ACTIVE_BACKENDS.append(backend)
+    try:
+        yield
+    finally:
+        _ACTIVE_BACKENDS.remove(backend)
+
+
+@contextlib.contextmanager
+def vllm_env() -> Iterator[None]:
+    """vLLM's CPU platform and no vLLM compile cache; ``os.environ`` restored exactly on exit.
+
+    Raises VllmPipelineError on a CUDA host: there vLLM would pick its CUDA platform and
+    compile with ``VllmBackend`` (piecewise graphs, CUDA graphs), which this pipeline does
+    not reproduce ("vllm-piecewise" simulates that path on CPU).
+    """
+    if torch.cuda.is_available():
+        raise VllmPipelineError(
+            "pipeline 'vllm' reproduces vLLM's CPU-platform compile path; on this CUDA host vLLM would compile "
+            "through VllmBackend (piecewise), which this pipeline does not run. Use 'vllm-piecewise' (a CPU "
+            "simulation of that path) or gate on a CPU host"
+        )
+    saved = dict(os.environ)
+    os.environ["VLLM_TARGET_DEVICE"] = "cpu"
+    os.environ.update(_COMPILE_ENV)
+    try:
+        _require_live_envs()
+        _require_cpu_platform()
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def _require_cpu_platform() -> None:
+    """vLLM resolves its platform once, at the first import that asks for it, and many of its
+    modules keep that object: a platform resolved before VLLM_TARGET_DEVICE=cpu was set
+    (``UnspecifiedPlatform`` with a CUDA vLLM wheel on a CPU host) cannot be replaced here."""
+    platforms = importlib.import_module("vllm.platforms")
+    platform = platforms.current_platform
+    if not platform.is_cpu():
+        raise VllmPipelineError(
+            f"vLLM's platform was resolved as {type(platform).__name__} before the vllm pipeline ran (vLLM was "
+            "imported without VLLM_TARGET_DEVICE=cpu on this CPU-only host). Set VLLM_TARGET_DEVICE=cpu in the "
+            "environment before anything imports vLLM (e.g. `VLLM_TARGET_DEVICE=cpu compile-checks gate ...`)"
+        )
+
+
+def _require_live_envs() -> None:
+    """vLLM can freeze its env reads (``envs.enable_envs_cache()``, done by a serving engine)."""
+    envs = importlib.import_module("vllm.envs")
+    if envs._is_envs_cache_enabled():
+        stale = {k: getattr(envs, k) for k in ("VLLM_DISABLE_COMPILE_CACHE", "VLLM_USE_AOT_COMPILE")}
+        if stale != {"VLLM_DISABLE_COMPILE_CACHE": True, "VLLM_USE_AOT_COMPILE": False}:
+            raise VllmPipelineError(
+                f"vllm.envs caches its environment (enable_envs_cache() was called) with {stale}: "
+                "the vllm pipeline needs vLLM's compile cache and AOT compile off; call "
+                "vllm.envs.disable_envs_cache() first"
+            )
+
+
+def vllm_module(name: str) -> Any:
+    """Import a vLLM module under :func:`vllm_env`: vLLM resolves its platform at first import."""
+    with vllm_env():
+        return importlib.import_module(name)
+
+
+def make_vllm_config(
+    *, splitting_ops: Sequence[str] | None = None, backend: str | None = CHECK_BACKEND_QUALNAME, **compilation: Any
+) -> VllmConfig:
+    """A ``VllmConfig`` as vLLM builds it on this CPU host (``VLLM_COMPILE`` requested, then
+    ``CpuPlatform.check_and_update_config``), with ``backend`` set to the check's resolver.
+
+    ``backend=None`` keeps vLLM's own ("inductor"); ``compilation`` is passed to
+    ``CompilationConfig`` (e.g. ``inductor_compile_config={...}``); ``splitting_ops`` is
+    kept for the "vllm-piecewise" simulation (vLLM's CPU path does not split).
+    """
+    cfg = vllm_module("vllm.config")
+    with vllm_env():
+        compilation_config = cfg.CompilationConfig(mode=cfg.CompilationMode.VLLM_COMPILE, **compilation)
+        config = cfg.VllmConfig(compilation_config=compilation_config)
+    if backend is not None:
+        config.compilation_config.backend = backend
+    if splitting_ops is not None:
+        config.compilation_config.splitting_ops = list(splitting_ops)
+    return config
+
+
+@contextlib.contextmanager
+def vllm_compile_context(
+    check: CloneCheck | None = None, vllm_config: VllmConfig | None = None
+) -> Iterator[VllmConfig]:
+    """Build (or use) a vLLM config and make it current; with ``check``, route
+    :func:`check_backend` to it.
+
+    Construct ``@support_torch_compile`` modules inside it: vLLM's wrapper resolves its
+    backend from the current config when the module is built.
+    """
+    config = vllm_config if vllm_config is not None else make_vllm_config()
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(vllm_env())
+        stack.enter_context(vllm_module("vllm.config").set_current_vllm_config(config))
+        if check is not None:
+            stack.enter_context(active_backend(check.probe.backend))
+        yield config
+
+
+# ---- settings ------------------------------------------------------------------------------------
+
+
+@functools.cache
+def _vllm_compilation_settings() -> tuple[str, tuple[tuple[str, Any], ...], tuple[str, ...]]:
+    """(functionalization, inductor config items, notes) of vLLM's CPU compile, from vLLM itself."""
+    import torch._inductor.config as inductor_config
+
+    config = make_vllm_config(backend=None)
+    compilation = config.compilation_config
+    options = dict(compilation.inductor_compile_config)
+    # CompilationConfig.__post_init__ sets it to False unless the user set it: v1
+    functionalization = "v2" if options.pop("enable_auto_functionalized_v2", True) else "v1"
+    known = inductor_config.get_config_copy()
+    notes = []
+    for key in sorted(options):
+        if key not in known:  # a key this torch's Inductor does not have: patching it would raise
+            notes.append(f"dropped vLLM inductor_compile_config[{key!r}]={options.pop(key)!r}: not an Inductor config")
+    if compilation.backend != "inductor":
+        notes.append(f"vLLM chose backend {compilation.backend!r} here; the check compiles with Inductor regardless")
+    return functionalization, tuple(sorted(options.items())), tuple(notes)
+
+
+def vllm_settings() -> tuple[str, dict[str, Any], tuple[str, ...]]:
+    """(functionalization, Inductor config, notes) vLLM compiles with on this host."""
+    functionalization, items, notes = _vllm_compilation_settings()
+    return functionalization, dict(items), notes
+
+
+def clear_settings_cache() -> None:
+    """Forget the settings read from vLLM (tests that change vLLM's defaults call this)."""
+    _vllm_compilation_settings.cache_clear()
+
+
+# ---- compiling -----------------------------------------------------------------------------------
+
+
+def is_vllm_compiled_module(fn: Any) -> bool:
+    """An instance of a class decorated with vLLM's ``@support_torch_compile``."""
+    wrapper = vllm_module("vllm.compilation.wrapper")
+    return isinstance(fn, wrapper.TorchCompileWithNoGuardsWrapper)
+
+
+def compile_vllm(
+    check: CloneCheck, fn: Callable[..., Any], inductor_config: Mapping[str, Any], *, dynamic: bool = False
+) -> Callable[..., Any]:
+    """``fn`` compiled as vLLM does on CPU, observed by ``check`` (see the module docstring)."""
+    import torch._inductor.config as inductor_cfg
+
+    patches = {**inductor_config, **check.inductor_config}
+    if is_vllm_compiled_module(fn):
+        _require_check_backend(fn)
+        compiled: Callable[..., Any] = fn
+    else:
+        compiled = check.compile(fn, dynamic=dynamic)
+
+    @functools.wraps(compiled)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        config = getattr(fn, "vllm_config", None)
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(vllm_env())
+            stack.enter_context(inductor_cfg.patch(patches))
+            if config is not None:
+                stack.enter_context(vllm_module("vllm.config").set_current_vllm_config(config))
+                stack.enter_context(active_backend(check.probe.backend))
+            return _call_checked(check, compiled, fn, args, kwargs)
+
+    return run
+
+
+def _call_checked(check: CloneCheck, compiled: Callable[..., Any], fn: Any, args: tuple, kwargs: dict) -> Any:
+    from compile_checks.api import CompileCheckError, _first_line, _name
+
+    if compiled is not fn:  # check.compile already maps errors to CompileCheckError
+        return compiled(*args, **kwargs)
+    try:
+        return compiled(*args, **kwargs)
+    except CompileCheckError:
+        raise
+    except VllmPipelineError:
+        raise
+    except Exception as e:  # noqa: BLE001 - the cause is kept and named
+        raise CompileCheckError(f"vLLM's compile of {_name(fn)} failed: {_first_line(e)}") from e
+
+
+def _require_check_backend(module: Any) -> None:
+    """vLLM's wrapper resolved its backend when the module was built: it must be the check's."""
+    CompilationMode = vllm_module("vllm.config").CompilationMode  # noqa: N806
+
+    compilation = module.vllm_config.compilation_config
+    if getattr(module, "do_not_compile", False) or compilation.mode != CompilationMode.DYNAMO_TRACE_ONCE:
+        raise ValueError(
+            f"fn: {type(module).__name__} was built with compilation mode {compilation.mode!r}"
+            f"{' and is not compiled by vLLM' if getattr(module, 'do_not_compile', False) else ''}; build it "
+            "under compile_checks.pipelines.vllm.make_vllm_config() (DYNAMO_TRACE_ONCE, as vLLM's CPU platform sets)"
+        )
+    if compilation.backend != CHECK_BACKEND_QUALNAME:
+        raise ValueError(
+            f"fn: {type(module).__name__} was built with vLLM backend {compilation.backend!r}; the check can only "
+            f"observe a module built with backend {CHECK_BACKEND_QUALNAME!r} (make_vllm_config() sets it)"
+        )
+
+
+__all__ = [
+    "CHECK_BACKEND_QUALNAME",
+    "VllmPipelineError",
+    "active_backend",
+    "check_backend",
+    "clear_settings_cache",
+    "compile_vllm",
+    "is_vllm_compiled_module",
+    "make_vllm_config",
+    "vllm_compile_context",
+    "vllm_env",
+    "vllm_settings",
+]
