@@ -223,12 +223,12 @@ def compile_vllm(
 
     patches = {**inductor_config, **check.inductor_config}
     if is_vllm_compiled_module(fn):
-        _require_check_backend(fn)
+        require_check_backend(fn)
         compiled: Callable[..., Any] = fn
     else:
         compiled = check.compile(fn, dynamic=dynamic)
 
-    @functools.wraps(compiled)
+    @observed_first_call(check, fn)
     def run(*args: Any, **kwargs: Any) -> Any:
         config = getattr(fn, "vllm_config", None)
         with contextlib.ExitStack() as stack:
@@ -257,8 +257,45 @@ def _call_checked(check: CloneCheck, compiled: Callable[..., Any], fn: Any, args
         raise CompileCheckError(f"vLLM's compile of {_name(fn)} failed: {_first_line(e)}") from e
 
 
-def _require_check_backend(module: Any) -> None:
-    """vLLM's wrapper resolved its backend when the module was built: it must be the check's."""
+def observed_first_call(check: CloneCheck, fn: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorate a pipeline's call: its first call must hand the check at least one region.
+
+    A vLLM-wrapped module compiled elsewhere (or a backend that bypassed the check) would
+    otherwise run uncompiled-by-the-check code and the report would say clean.
+    """
+
+    def decorate(call: Callable[..., Any]) -> Callable[..., Any]:
+        first = [True]
+
+        @functools.wraps(call)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            if not first[0]:
+                return call(*args, **kwargs)
+            before = len(check.probe.regions)
+            out = call(*args, **kwargs)
+            first[0] = False
+            if len(check.probe.regions) == before:
+                from compile_checks.api import CompileCheckError, _name
+
+                raise CompileCheckError(
+                    f"{_name(fn)} ran but the check observed no compiled region: it was not compiled through "
+                    "the check's backend (already compiled before the check, or compiled by another backend)"
+                )
+            return out
+
+        return run
+
+    return decorate
+
+
+def require_check_backend(module: Any) -> None:
+    """vLLM's wrapper resolved its backend when the module was built: it must be the check's,
+    and the module must not be compiled yet (vLLM drops guards and never recompiles)."""
+    if getattr(module, "compiled", False) or getattr(module, "aot_compiled_fn", None) is not None:
+        raise ValueError(
+            f"fn: {type(module).__name__} was already compiled by vLLM before the check; vLLM never recompiles "
+            "it, so the check would observe nothing. Build a fresh module for each check"
+        )
     CompilationMode = vllm_module("vllm.config").CompilationMode  # noqa: N806
 
     compilation = module.vllm_config.compilation_config
