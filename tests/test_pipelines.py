@@ -1,0 +1,251 @@
+"""The vllm pipelines: settings read from vLLM itself, vLLM's wrapper, the piecewise simulation.
+
+Every verdict test has its negative control (a layout that must clone under the pipeline).
+Compiles stop after Inductor's post-grad passes (``analysis_only``): the verdict is what matters.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import ar_paging  # noqa: F401 - registers torch.ops.ar_paging.paged_write
+from compile_checks.api import CloneCheck, CompileCheckError
+from compile_checks.case import Case, run_case
+from compile_checks.pipelines import compile_for_pipeline, pipeline_settings
+
+pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="the vllm pipeline reproduces vLLM's CPU path")
+
+N, H, D, T = 256, 2, 16, 16
+
+
+def commit(k, v, new_k, new_v, slots):  # type: ignore[no-untyped-def]
+    torch.ops.ar_paging.paged_write(k, v, new_k, new_v, slots)
+    return new_k.sum()
+
+
+def commit_kv(kv, new_k, new_v, slots):  # type: ignore[no-untyped-def]
+    """The whole (2, N, H, D) tensor is one input; K and V are split inside."""
+    torch.ops.ar_paging.paged_write(kv[0], kv[1], new_k, new_v, slots)
+    return new_k.sum()
+
+
+def commit_case(layout: str, pipeline: str) -> Case:
+    g = torch.Generator().manual_seed(0)
+    new_k, new_v = torch.randn(T, H, D, generator=g), torch.randn(T, H, D, generator=g)
+    slots = torch.randperm(N, generator=g)[:T]
+    if layout == "split":
+        k, v = torch.zeros(N, H, D), torch.zeros(N, H, D)
+        return Case(layout, commit, (k, v, new_k, new_v, slots), pools={"k": k, "v": v}, pipeline=pipeline)
+    kv = torch.zeros(2, N, H, D)
+    if layout == "fused":
+        pools = {"k": kv[0], "v": kv[1]}
+        return Case(layout, commit, (kv[0], kv[1], new_k, new_v, slots), pools=pools, pipeline=pipeline)
+    return Case(layout, commit_kv, (kv, new_k, new_v, slots), pools={"kv": kv}, pipeline=pipeline)
+
+
+@pytest.fixture
+def fresh_settings():
+    from compile_checks.pipelines.vllm import clear_settings_cache
+
+    clear_settings_cache()
+    yield
+    clear_settings_cache()
+
+
+# ---- settings ----------------------------------------------------------------------------------------
+
+
+def test_vllm_settings_are_read_from_vllm_config(fresh_settings):
+    from compile_checks.pipelines.vllm import make_vllm_config
+
+    settings = pipeline_settings("vllm")
+    vllm_options = dict(make_vllm_config(backend=None).compilation_config.inductor_compile_config)
+    assert vllm_options.pop("enable_auto_functionalized_v2") is False
+    assert settings.functionalization == "v1"
+    assert dict(settings.inductor_config) == vllm_options
+    # what CpuPlatform.check_and_update_config adds on top of Inductor's defaults
+    assert settings.inductor_config["dce"] is True and settings.inductor_config["epilogue_fusion"] is True
+    assert pipeline_settings("stock").functionalization == "v2"
+    assert "SIMULATION" in pipeline_settings("vllm-piecewise").label
+
+
+def test_changing_vllms_config_changes_the_settings(fresh_settings, monkeypatch):
+    """Negative control: the settings follow vLLM's platform hook, they are not a copy of it."""
+    from vllm.platforms.cpu import CpuPlatform
+
+    original = CpuPlatform.check_and_update_config.__func__
+
+    def changed(cls, vllm_config):  # type: ignore[no-untyped-def]
+        original(cls, vllm_config)
+        options = vllm_config.compilation_config.inductor_compile_config
+        options.update({"enable_auto_functionalized_v2": True, "epilogue_fusion": False, "no_such_key": 1})
+
+    monkeypatch.setattr(CpuPlatform, "check_and_update_config", classmethod(changed))
+    settings = pipeline_settings("vllm")
+    assert settings.functionalization == "v2"
+    assert settings.inductor_config["epilogue_fusion"] is False
+    assert "no_such_key" not in settings.inductor_config
+    assert any("no_such_key" in note for note in settings.notes)
+
+
+def test_environment_restored(fresh_settings, monkeypatch):
+    from compile_checks.pipelines.vllm import vllm_env
+
+    monkeypatch.delenv("VLLM_TARGET_DEVICE", raising=False)
+    monkeypatch.setenv("VLLM_USE_AOT_COMPILE", "1")
+    before = dict(os.environ)
+    with vllm_env():
+        assert os.environ["VLLM_TARGET_DEVICE"] == "cpu"
+        assert os.environ["VLLM_USE_AOT_COMPILE"] == "0" and os.environ["VLLM_DISABLE_COMPILE_CACHE"] == "1"
+    pipeline_settings("vllm")  # builds a VllmConfig: CpuPlatform writes os.environ
+    run_case(commit_case("split", "vllm"), analysis_only=True)
+    assert dict(os.environ) == before
+
+
+def test_cuda_host_is_refused(monkeypatch):
+    from compile_checks.pipelines.vllm import VllmPipelineError, vllm_env
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    with pytest.raises(VllmPipelineError, match="vllm-piecewise"):
+        with vllm_env():
+            pass
+
+
+def test_import_does_not_import_vllm():
+    code = (
+        "import sys, compile_checks, compile_checks.pipelines, compile_checks.case\n"
+        "compile_checks.pipelines.pipeline_settings('stock')\n"
+        "print(sorted(m for m in sys.modules if m == 'vllm' or m.startswith('vllm.')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+# ---- plain functions under "vllm" (v1) -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("layout", "clean"), [("split", True), ("fused", False)])
+def test_plain_function_under_vllm(layout, clean):
+    result = run_case(commit_case(layout, "vllm"), analysis_only=True)
+    assert result.report.num_regions == 1
+    assert result.clean is clean
+    if not clean:  # the negative control: a pool-sized clone of the shared storage
+        assert {c.pool for c in result.report.clones} == {"v"}
+        assert max(c.nbytes for c in result.report.clones) == 2 * N * H * D * 4
+
+
+def test_fused_kv_clones_under_vllm_but_not_stock():
+    """One (2, N, H, D) input split inside: v2 re-inplaces it, vLLM's v1 keeps clones of it."""
+    stock = run_case(commit_case("fused_kv", "stock"), analysis_only=True)
+    vllm = run_case(commit_case("fused_kv", "vllm"), analysis_only=True)
+    assert stock.clean
+    assert not vllm.clean and {c.pool for c in vllm.report.clones} == {"kv"}
+
+
+# ---- @support_torch_compile modules through vLLM's wrapper ------------------------------------------------
+
+
+def test_vllm_module_cases_through_vllms_wrapper():
+    from vllm.compilation.wrapper import TorchCompileWithNoGuardsWrapper
+
+    from compile_checks.vllm_model import vllm_module_cases
+
+    split, fused = vllm_module_cases()
+    assert isinstance(split.fn, TorchCompileWithNoGuardsWrapper) and split.pipeline == "vllm"
+    assert not split.fn.compiled
+    results = [run_case(c, analysis_only=True) for c in (split, fused)]
+    for case, result in zip((split, fused), results):
+        assert case.fn.compiled  # vLLM's __call__ compiled it ...
+        assert result.report.num_regions == 1  # ... and the check observed that compile
+        assert result.passed and result.eager_match
+    assert results[0].clean
+    assert not results[1].clean and {c.pool for c in results[1].report.clones} == {"v"}
+
+
+def test_module_compiled_outside_the_check_is_refused():
+    """Negative control for observation: vLLM never recompiles, so a second check would see nothing."""
+    from compile_checks.vllm_model import vllm_module_case
+
+    case = vllm_module_case(fused=True)
+    assert not run_case(case, analysis_only=True).clean
+    with pytest.raises(ValueError, match="already compiled by vLLM"):
+        run_case(case, analysis_only=True)
+
+
+def test_module_with_vllms_own_backend_is_refused():
+    from compile_checks.pipelines.vllm import make_vllm_config, vllm_compile_context
+    from compile_checks.vllm_model import paged_commit_layer_cls
+
+    with vllm_compile_context(vllm_config=make_vllm_config(backend=None)):
+        layer = paged_commit_layer_cls()(k_cache=torch.zeros(N, H, D), v_cache=torch.zeros(N, H, D))
+    with CloneCheck(analysis_only=True) as check, pytest.raises(ValueError, match="backend 'inductor'"):
+        compile_for_pipeline(check, layer, "vllm")
+
+
+def test_a_call_the_check_did_not_observe_is_an_error():
+    from compile_checks.pipelines.vllm import observed_first_call
+
+    with CloneCheck(analysis_only=True) as check:
+        eager = observed_first_call(check, commit)(commit)
+        with pytest.raises(CompileCheckError, match="observed no compiled region"):
+            eager(*commit_case("split", "stock").args)
+
+
+# ---- the vllm-piecewise CPU simulation -----------------------------------------------------------------
+
+
+def _run_piecewise(fused: bool):  # type: ignore[no-untyped-def]
+    from compile_checks.vllm_model import vllm_module_case
+
+    case = vllm_module_case(fused, pipeline="vllm-piecewise")
+    settings = pipeline_settings("vllm-piecewise")
+    check = CloneCheck(
+        pools=dict(case.pools),
+        functionalization=settings.functionalization,
+        inductor_config=dict(settings.inductor_config),
+        analysis_only=True,
+    )
+    with check:
+        compiled = compile_for_pipeline(check, case.fn, "vllm-piecewise")
+        output = compiled(*case.args)
+    assert case.verify is not None and case.verify(output)[0]
+    return check.report, compiled.simulation
+
+
+@pytest.mark.parametrize("fused", [False, True])
+def test_piecewise_splits_and_runs_vllms_pass_manager(fused):
+    from compile_checks.vllm_model import ATTENTION_OP
+
+    report, sim = _run_piecewise(fused)
+    assert sim.splitting_ops == [ATTENTION_OP]
+    assert len(sim.splitting_pieces) == 1 and len(sim.pieces) == 2
+    assert report.num_regions == 2  # one region per compiled piece, each analysed
+    assert sim.pass_manager_runs >= 2  # vLLM's PostGradPassManager ran on every piece
+    assert "rms_norm" in sim.placeholder_ops and not hasattr(torch.ops._C, "rms_norm")  # removed after
+    if fused:  # negative control: the commit's piece keeps the clone of the shared K/V storage
+        assert not report.clean and {(c.pool, c.region) for c in report.clones} == {("v", 0)}
+    else:
+        assert report.clean
+
+
+def test_piecewise_needs_the_placeholder_c_ops(monkeypatch):
+    """Negative control: without the placeholders vLLM's FixFunctionalizationPass fails, which
+    shows the simulation really runs vLLM's PostGradPassManager."""
+    import compile_checks.pipelines.piecewise as piecewise
+
+    monkeypatch.setattr(piecewise, "fix_functionalization_c_ops", lambda: [])
+    with pytest.raises(CompileCheckError, match="_C"):
+        _run_piecewise(fused=False)
+
+
+def test_piecewise_case_through_run_case():
+    from compile_checks.vllm_model import vllm_module_cases
+
+    results = [run_case(c, analysis_only=True) for c in vllm_module_cases("vllm-piecewise")]
+    assert [r.passed for r in results] == [True, True]
+    assert [r.clean for r in results] == [True, False]
