@@ -25,7 +25,6 @@ fusion passes (off in vLLM's default pass config for this model anyway).
 from __future__ import annotations
 
 import contextlib
-import functools
 import inspect
 import re
 import sys
@@ -192,7 +191,7 @@ def compile_piecewise(
     splitting_ops = list(config.compilation_config.splitting_ops or []) or default_splitting_ops()
     sim = PiecewiseSimulation(check, config, splitting_ops)
     if module:
-        require_check_backend(fn)
+        require_check_backend(fn, dynamic=dynamic)
         compiled: Callable[..., Any] = fn
     else:
         compiled = torch.compile(fn, backend=sim, dynamic=dynamic)

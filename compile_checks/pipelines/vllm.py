@@ -223,7 +223,7 @@ def compile_vllm(
 
     patches = {**inductor_config, **check.inductor_config}
     if is_vllm_compiled_module(fn):
-        require_check_backend(fn)
+        require_check_backend(fn, dynamic=dynamic)
         compiled: Callable[..., Any] = fn
     else:
         compiled = check.compile(fn, dynamic=dynamic)
@@ -288,9 +288,14 @@ def observed_first_call(check: CloneCheck, fn: Any) -> Callable[[Callable[..., A
     return decorate
 
 
-def require_check_backend(module: Any) -> None:
+def require_check_backend(module: Any, *, dynamic: bool = False) -> None:
     """vLLM's wrapper resolved its backend when the module was built: it must be the check's,
     and the module must not be compiled yet (vLLM drops guards and never recompiles)."""
+    if dynamic:
+        raise ValueError(
+            f"dynamic: {type(module).__name__} is compiled by vLLM's wrapper, which marks dynamic dims from "
+            "its @support_torch_compile(dynamic_arg_dims=...); leave Case.dynamic False"
+        )
     if getattr(module, "compiled", False) or getattr(module, "aot_compiled_fn", None) is not None:
         raise ValueError(
             f"fn: {type(module).__name__} was already compiled by vLLM before the check; vLLM never recompiles "
