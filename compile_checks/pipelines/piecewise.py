@@ -34,13 +34,10 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from compile_checks.pipelines.vllm import (
-    VllmPipelineError,
-    active_backend,
     is_vllm_compiled_module,
     make_vllm_config,
-    observed_first_call,
     require_check_backend,
-    vllm_env,
+    run_under_vllm,
     vllm_module,
 )
 
@@ -180,12 +177,9 @@ def compile_piecewise(
     dynamic: bool = False,
     vllm_config: VllmConfig | None = None,
 ) -> Callable[..., Any]:
-    """``fn`` compiled through the simulation (a ``@support_torch_compile`` module through
-    vLLM's wrapper, whose backend resolver then points at the simulation)."""
-    import torch._inductor.config as inductor_cfg
-
-    from compile_checks.api import CompileCheckError, _first_line, _name
-
+    """``fn`` compiled through the simulation; a ``@support_torch_compile`` module through vLLM's
+    wrapper, whose backend resolver then points at the simulation. The returned callable's
+    ``simulation`` attribute is the :class:`PiecewiseSimulation` (pieces, pass-manager runs)."""
     module = is_vllm_compiled_module(fn)
     config = fn.vllm_config if module else (vllm_config or make_vllm_config())
     splitting_ops = list(config.compilation_config.splitting_ops or []) or default_splitting_ops()
@@ -195,22 +189,7 @@ def compile_piecewise(
         compiled: Callable[..., Any] = fn
     else:
         compiled = torch.compile(fn, backend=sim, dynamic=dynamic)
-    patches = {**inductor_config, **check.inductor_config}
-
-    @observed_first_call(check, fn)
-    def run(*args: Any, **kwargs: Any) -> Any:
-        with contextlib.ExitStack() as stack:
-            stack.enter_context(vllm_env())
-            stack.enter_context(inductor_cfg.patch(patches))
-            stack.enter_context(vllm_module("vllm.config").set_current_vllm_config(config))
-            stack.enter_context(active_backend(sim))
-            try:
-                return compiled(*args, **kwargs)
-            except (CompileCheckError, VllmPipelineError):
-                raise
-            except Exception as e:  # noqa: BLE001 - the cause is kept and named
-                raise CompileCheckError(f"vllm-piecewise compile of {_name(fn)} failed: {_first_line(e)}") from e
-
+    run = run_under_vllm(check, fn, compiled, inductor_config, config, sim)
     run.simulation = sim  # type: ignore[attr-defined]
     return run
 

@@ -219,42 +219,49 @@ def compile_vllm(
     check: CloneCheck, fn: Callable[..., Any], inductor_config: Mapping[str, Any], *, dynamic: bool = False
 ) -> Callable[..., Any]:
     """``fn`` compiled as vLLM does on CPU, observed by ``check`` (see the module docstring)."""
-    import torch._inductor.config as inductor_cfg
-
-    patches = {**inductor_config, **check.inductor_config}
     if is_vllm_compiled_module(fn):
         require_check_backend(fn, dynamic=dynamic)
-        compiled: Callable[..., Any] = fn
-    else:
-        compiled = check.compile(fn, dynamic=dynamic)
+        return run_under_vllm(check, fn, fn, inductor_config, fn.vllm_config, check.probe.backend)
+    return run_under_vllm(check, fn, check.compile(fn, dynamic=dynamic), inductor_config)
+
+
+def run_under_vllm(
+    check: CloneCheck,
+    fn: Any,
+    compiled: Callable[..., Any],
+    inductor_config: Mapping[str, Any],
+    vllm_config: VllmConfig | None = None,
+    backend: Callable[..., Any] | None = None,
+) -> Callable[..., Any]:
+    """``compiled`` called in :func:`vllm_env` with the pipeline's Inductor config (the check's own
+    patches win), ``vllm_config`` current and :func:`check_backend` routed to ``backend``.
+
+    The first call must hand the check a region (:func:`observed_first_call`); errors from the
+    compile become CompileCheckError naming ``fn``.
+    """
+    import torch._inductor.config as inductor_cfg
+
+    from compile_checks.api import CompileCheckError, _first_line, _name
+
+    patches = {**inductor_config, **check.inductor_config}
 
     @observed_first_call(check, fn)
     def run(*args: Any, **kwargs: Any) -> Any:
-        config = getattr(fn, "vllm_config", None)
         with contextlib.ExitStack() as stack:
             stack.enter_context(vllm_env())
             stack.enter_context(inductor_cfg.patch(patches))
-            if config is not None:
-                stack.enter_context(vllm_module("vllm.config").set_current_vllm_config(config))
-                stack.enter_context(active_backend(check.probe.backend))
-            return _call_checked(check, compiled, fn, args, kwargs)
+            if vllm_config is not None:
+                stack.enter_context(vllm_module("vllm.config").set_current_vllm_config(vllm_config))
+            if backend is not None:
+                stack.enter_context(active_backend(backend))
+            try:
+                return compiled(*args, **kwargs)
+            except (CompileCheckError, VllmPipelineError):
+                raise
+            except Exception as e:  # noqa: BLE001 - the cause is kept and named
+                raise CompileCheckError(f"compile of {_name(fn)} through vLLM failed: {_first_line(e)}") from e
 
     return run
-
-
-def _call_checked(check: CloneCheck, compiled: Callable[..., Any], fn: Any, args: tuple, kwargs: dict) -> Any:
-    from compile_checks.api import CompileCheckError, _first_line, _name
-
-    if compiled is not fn:  # check.compile already maps errors to CompileCheckError
-        return compiled(*args, **kwargs)
-    try:
-        return compiled(*args, **kwargs)
-    except CompileCheckError:
-        raise
-    except VllmPipelineError:
-        raise
-    except Exception as e:  # noqa: BLE001 - the cause is kept and named
-        raise CompileCheckError(f"vLLM's compile of {_name(fn)} failed: {_first_line(e)}") from e
 
 
 def observed_first_call(check: CloneCheck, fn: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -324,9 +331,13 @@ __all__ = [
     "check_backend",
     "clear_settings_cache",
     "compile_vllm",
+    "observed_first_call",
+    "require_check_backend",
+    "run_under_vllm",
     "is_vllm_compiled_module",
     "make_vllm_config",
     "vllm_compile_context",
     "vllm_env",
+    "vllm_module",
     "vllm_settings",
 ]
