@@ -99,6 +99,21 @@ def vllm_env() -> Iterator[None]:
         os.environ.update(saved)
 
 
+def prepare_process_for_vllm() -> bool:
+    """For process entry points (a CLI ``main``, a ``conftest.py``), not library import: set
+    ``VLLM_TARGET_DEVICE=cpu`` (if unset) before anything imports vLLM, on a host without CUDA.
+
+    Returns True when it set the variable. Leaves everything alone once vLLM is imported
+    (its platform is already resolved) or when CUDA is available.
+    """
+    import sys
+
+    if "vllm" in sys.modules or "VLLM_TARGET_DEVICE" in os.environ or torch.cuda.is_available():
+        return False
+    os.environ["VLLM_TARGET_DEVICE"] = "cpu"
+    return True
+
+
 def _require_cpu_platform() -> None:
     """vLLM resolves its platform once, at the first import that asks for it, and many of its
     modules keep that object: a platform resolved before VLLM_TARGET_DEVICE=cpu was set
@@ -332,6 +347,7 @@ __all__ = [
     "clear_settings_cache",
     "compile_vllm",
     "observed_first_call",
+    "prepare_process_for_vllm",
     "require_check_backend",
     "run_under_vllm",
     "is_vllm_compiled_module",
