@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
+import torch._inductor.config as inductor_cfg
 
 from compile_checks.pipelines.vllm import (
     is_vllm_compiled_module,
@@ -82,17 +83,15 @@ def placeholder_c_ops(names: Sequence[str]) -> Iterator[list[str]]:
             lib._destroy()
 
 
-def _counting_pass_manager(vllm_config: VllmConfig) -> Any:
-    """vLLM's PostGradPassManager (the platform's), configured as VllmBackend does, counting its runs."""
+def _counting_pass_manager(vllm_config: VllmConfig, on_run: Callable[[], None]) -> Any:
+    """vLLM's PostGradPassManager (the platform's), configured as VllmBackend does; ``on_run`` per graph."""
     platforms = vllm_module("vllm.platforms")
     utils = vllm_module("vllm.utils.import_utils")
     base = utils.resolve_obj_by_qualname(platforms.current_platform.get_pass_manager_cls())
 
     class CountingPassManager(base):  # type: ignore[misc, valid-type]
-        runs = 0
-
         def __call__(self, graph: torch.fx.Graph) -> None:
-            type(self).runs += 1
+            on_run()
             super().__call__(graph)
 
     manager = CountingPassManager()
@@ -115,11 +114,10 @@ class PiecewiseSimulation:
         self.pieces: list[str] = []
         self.splitting_pieces: list[str] = []
         self.placeholder_ops: list[str] = []
-        self._pass_manager: Any = None
+        self.pass_manager_runs = 0
 
-    @property
-    def pass_manager_runs(self) -> int:
-        return type(self._pass_manager).runs if self._pass_manager is not None else 0
+    def _count_pass_manager_run(self) -> None:
+        self.pass_manager_runs += 1
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any], **_: Any) -> Callable[..., Any]:
         backends = vllm_module("vllm.compilation.backends")
@@ -127,21 +125,20 @@ class PiecewiseSimulation:
         Range = vllm_module("vllm.config.utils").Range  # noqa: N806
 
         platform = vllm_module("vllm.platforms").current_platform
-        self._pass_manager = _counting_pass_manager(self.vllm_config)
+        pass_manager = _counting_pass_manager(self.vllm_config, self._count_pass_manager_run)
         split_gm, items = backends.split_graph(gm, self.splitting_ops)
-        self.splitting_pieces = [i.submod_name for i in items if i.is_splitting_graph]
+        self.splitting_pieces += [i.submod_name for i in items if i.is_splitting_graph]
         to_compile = [i.submod_name for i in items if not i.is_splitting_graph]
         fake_args = [
             node.meta["example_value"] if isinstance(real, torch.Tensor) else real
             for node, real in zip(gm.graph.find_nodes(op="placeholder"), example_inputs)
         ]
-        import torch._inductor.config as inductor_config
-
         with (
-            placeholder_c_ops(fix_functionalization_c_ops()) as self.placeholder_ops,
+            placeholder_c_ops(fix_functionalization_c_ops()) as placeholders,
             inductor_pass.pass_context(Range(start=1, end=sys.maxsize)),
-            inductor_config.patch({platform.pass_key: self._pass_manager}),
+            inductor_cfg.patch({platform.pass_key: pass_manager}),
         ):
+            self.placeholder_ops = placeholders
             _PieceCompiler(split_gm, to_compile, self).run(*fake_args)
         return split_gm
 
