@@ -31,7 +31,8 @@ ATTENTION_OP = "compile_checks_vllm_model::attention"
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     """Softmax attention of ``(T, H, D)`` queries over the chunk's own ``(T, H, D)`` K/V."""
     scores = torch.einsum("thd,shd->hts", q.float(), k.float()) / math.sqrt(q.shape[-1])
-    return torch.einsum("hts,shd->thd", scores.softmax(dim=-1), v.float()).to(q.dtype)
+    out = torch.einsum("hts,shd->thd", scores.softmax(dim=-1), v.float())
+    return out.to(q.dtype).contiguous()  # the strides the fake (empty_like(q)) promises Inductor
 
 
 @attention.register_fake

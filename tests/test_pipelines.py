@@ -279,3 +279,12 @@ def test_platform_resolved_without_cpu_target_is_a_clear_error():
     env = {k: v for k, v in os.environ.items() if k != "VLLM_TARGET_DEVICE"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
     assert "refused: vLLM's platform was resolved as UnspecifiedPlatform" in out.stdout
+
+
+def test_vllm_module_full_compile_matches_eager():
+    """The generated code is the evidence here: vLLM's config turns size_asserts off, so a custom
+    op whose fake promises other strides than its kernel returns would go wrong silently."""
+    from compile_checks.vllm_model import vllm_module_case
+
+    result = run_case(vllm_module_case(fused=False, pipeline="vllm"))
+    assert result.clean and result.eager_match is True
