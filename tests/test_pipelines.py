@@ -252,33 +252,34 @@ def test_piecewise_case_through_run_case():
     assert [r.clean for r in results] == [True, False]
 
 
+def _python(code: str) -> str:
+    """Run ``code`` in a fresh interpreter without VLLM_TARGET_DEVICE (vLLM resolves its platform once)."""
+    env = {k: v for k, v in os.environ.items() if k != "VLLM_TARGET_DEVICE"}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout
+
+
 def test_prepare_process_for_vllm_sets_the_platform_only_before_vllm(monkeypatch):
     from compile_checks.pipelines.vllm import prepare_process_for_vllm
 
     monkeypatch.delenv("VLLM_TARGET_DEVICE", raising=False)
     assert prepare_process_for_vllm() is False  # vLLM is already imported here: too late to matter
     assert "VLLM_TARGET_DEVICE" not in os.environ
-    code = (
-        "import os, sys; from compile_checks.pipelines.vllm import prepare_process_for_vllm\n"
-        "assert prepare_process_for_vllm() and os.environ['VLLM_TARGET_DEVICE'] == 'cpu'\n"
-        "import ar_paging; from vllm.platforms import current_platform; print(current_platform.is_cpu())\n"
+    out = _python(
+        "from compile_checks.pipelines.vllm import prepare_process_for_vllm\n"
+        "assert prepare_process_for_vllm()\n"
+        "from vllm.platforms import current_platform; print(current_platform.is_cpu())\n"
     )
-    env = {k: v for k, v in os.environ.items() if k != "VLLM_TARGET_DEVICE"}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
-    assert out.stdout.strip().splitlines()[-1] == "True"
+    assert out.strip().splitlines()[-1] == "True"
 
 
 def test_platform_resolved_without_cpu_target_is_a_clear_error():
-    """Negative control for the entry-point rule: vLLM imported first, without VLLM_TARGET_DEVICE."""
-    code = (
-        "import ar_paging\n"
-        "from compile_checks.pipelines import pipeline_settings\n"
-        "from compile_checks.pipelines.vllm import VllmPipelineError\n"
-        "try:\n    pipeline_settings('vllm')\nexcept VllmPipelineError as e:\n    print('refused:', e)\n"
+    """Negative control for the entry-point rule: vLLM's platform resolved first, without VLLM_TARGET_DEVICE."""
+    out = _python(
+        "from vllm.platforms import current_platform; current_platform.is_cpu()\n"
+        "from compile_checks.pipelines.vllm import VllmPipelineError, vllm_env\n"
+        "try:\n    with vllm_env(): pass\nexcept VllmPipelineError as e:\n    print('refused:', e)\n"
     )
-    env = {k: v for k, v in os.environ.items() if k != "VLLM_TARGET_DEVICE"}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
-    assert "refused: vLLM's platform was resolved as UnspecifiedPlatform" in out.stdout
+    assert "refused: vLLM's platform was resolved as UnspecifiedPlatform" in out
 
 
 def test_vllm_module_full_compile_matches_eager():
