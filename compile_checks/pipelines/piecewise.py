@@ -39,8 +39,8 @@ from compile_checks.pipelines.vllm import (
     make_vllm_config,
     require_check_backend,
     run_under_vllm,
-    vllm_module,
 )
+from compile_checks.pipelines.vllm_env import vllm_module
 
 if TYPE_CHECKING:
     from vllm.config import VllmConfig

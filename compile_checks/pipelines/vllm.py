@@ -13,44 +13,30 @@ with ``enable_auto_functionalized_v2=False`` (v1 functionalization) from
   (vLLM resolves it with ``resolve_obj_by_qualname``), and that resolver forwards to the
   active check's backend. The one change from vLLM's own config is that backend string.
 
-vLLM is imported only here, and only when a vllm pipeline is used (``import vllm.config``
-costs seconds). Environment changes (``VLLM_TARGET_DEVICE=cpu``, vLLM's compile caches
-off, and what ``check_and_update_config`` writes into ``os.environ``) are undone on exit.
+vLLM is imported only when a vllm pipeline is used (``import vllm.config`` costs seconds),
+always inside :func:`~compile_checks.pipelines.vllm_env.vllm_env`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import importlib
-import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
+
+from compile_checks.pipelines.vllm_env import VllmPipelineError, prepare_process_for_vllm, vllm_env, vllm_module
 
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
 
     from compile_checks.api import CloneCheck
 
-# what vLLM reads from the environment while compiling: CPU platform, and no compile cache
-# (vLLM's AOT artifacts and its torch_compile_cache would hand back code compiled without the
-# check's hooks). VLLM_DISABLE_COMPILE_CACHE alone does not stop an explicit VLLM_USE_AOT_COMPILE=1.
-_COMPILE_ENV: dict[str, str] = {
-    "VLLM_DISABLE_COMPILE_CACHE": "1",
-    "VLLM_USE_AOT_COMPILE": "0",
-    "VLLM_USE_MEGA_AOT_ARTIFACT": "0",
-}
-
 CHECK_BACKEND_QUALNAME = "compile_checks.pipelines.vllm.check_backend"
 
 # the backends of the checks now compiling through vLLM (innermost last)
 _ACTIVE_BACKENDS: list[Callable[..., Any]] = []
-
-
-class VllmPipelineError(RuntimeError):
-    """The vllm pipeline cannot run here (no vLLM, a CUDA host, vLLM's env cache frozen)."""
 
 
 def check_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], **kwargs: Any) -> Any:
@@ -71,80 +57,6 @@ def active_backend(backend: Callable[..., Any]) -> Iterator[None]:
         yield
     finally:
         _ACTIVE_BACKENDS.remove(backend)
-
-
-@contextlib.contextmanager
-def vllm_env() -> Iterator[None]:
-    """vLLM's CPU platform and no vLLM compile cache; ``os.environ`` restored exactly on exit.
-
-    Raises VllmPipelineError on a CUDA host: there vLLM would pick its CUDA platform and
-    compile with ``VllmBackend`` (piecewise graphs, CUDA graphs), which this pipeline does
-    not reproduce ("vllm-piecewise" simulates that path on CPU).
-    """
-    if torch.cuda.is_available():
-        raise VllmPipelineError(
-            "pipeline 'vllm' reproduces vLLM's CPU-platform compile path; on this CUDA host vLLM would compile "
-            "through VllmBackend (piecewise), which this pipeline does not run. Use 'vllm-piecewise' (a CPU "
-            "simulation of that path) or gate on a CPU host"
-        )
-    saved = dict(os.environ)
-    os.environ["VLLM_TARGET_DEVICE"] = "cpu"
-    os.environ.update(_COMPILE_ENV)
-    try:
-        _require_live_envs()
-        _require_cpu_platform()
-        yield
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
-
-
-def prepare_process_for_vllm() -> bool:
-    """For process entry points (a CLI ``main``, a ``conftest.py``), not library import: set
-    ``VLLM_TARGET_DEVICE=cpu`` (if unset) before anything imports vLLM, on a host without CUDA.
-
-    Returns True when it set the variable. Leaves everything alone once vLLM is imported
-    (its platform is already resolved) or when CUDA is available.
-    """
-    import sys
-
-    if "vllm" in sys.modules or "VLLM_TARGET_DEVICE" in os.environ or torch.cuda.is_available():
-        return False
-    os.environ["VLLM_TARGET_DEVICE"] = "cpu"
-    return True
-
-
-def _require_cpu_platform() -> None:
-    """vLLM resolves its platform once, at the first import that asks for it, and many of its
-    modules keep that object: a platform resolved before VLLM_TARGET_DEVICE=cpu was set
-    (``UnspecifiedPlatform`` with a CUDA vLLM wheel on a CPU host) cannot be replaced here."""
-    platforms = importlib.import_module("vllm.platforms")
-    platform = platforms.current_platform
-    if not platform.is_cpu():
-        raise VllmPipelineError(
-            f"vLLM's platform was resolved as {type(platform).__name__} before the vllm pipeline ran (vLLM was "
-            "imported without VLLM_TARGET_DEVICE=cpu on this CPU-only host). Set VLLM_TARGET_DEVICE=cpu in the "
-            "environment before anything imports vLLM (e.g. `VLLM_TARGET_DEVICE=cpu compile-checks gate ...`)"
-        )
-
-
-def _require_live_envs() -> None:
-    """vLLM can freeze its env reads (``envs.enable_envs_cache()``, done by a serving engine)."""
-    envs = importlib.import_module("vllm.envs")
-    if envs._is_envs_cache_enabled():
-        stale = {k: getattr(envs, k) for k in ("VLLM_DISABLE_COMPILE_CACHE", "VLLM_USE_AOT_COMPILE")}
-        if stale != {"VLLM_DISABLE_COMPILE_CACHE": True, "VLLM_USE_AOT_COMPILE": False}:
-            raise VllmPipelineError(
-                f"vllm.envs caches its environment (enable_envs_cache() was called) with {stale}: "
-                "the vllm pipeline needs vLLM's compile cache and AOT compile off; call "
-                "vllm.envs.disable_envs_cache() first"
-            )
-
-
-def vllm_module(name: str) -> Any:
-    """Import a vLLM module under :func:`vllm_env`: vLLM resolves its platform at first import."""
-    with vllm_env():
-        return importlib.import_module(name)
 
 
 def make_vllm_config(
@@ -346,12 +258,12 @@ __all__ = [
     "check_backend",
     "clear_settings_cache",
     "compile_vllm",
+    "is_vllm_compiled_module",
+    "make_vllm_config",
     "observed_first_call",
     "prepare_process_for_vllm",
     "require_check_backend",
     "run_under_vllm",
-    "is_vllm_compiled_module",
-    "make_vllm_config",
     "vllm_compile_context",
     "vllm_env",
     "vllm_module",

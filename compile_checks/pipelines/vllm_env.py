@@ -1,0 +1,106 @@
+"""The environment vLLM compiles in for the vllm pipelines, set and restored around each use.
+
+vLLM reads its platform and its compile-cache switches from ``os.environ``: inside
+:func:`vllm_env` the platform is CPU (``VLLM_TARGET_DEVICE=cpu``) and vLLM's compile cache and
+AOT compile are off; everything (including what ``CpuPlatform.check_and_update_config``
+writes into ``os.environ``) is restored on exit. Nothing here runs at import.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+# what vLLM reads from the environment while compiling: CPU platform, and no compile cache
+# (vLLM's AOT artifacts and its torch_compile_cache would hand back code compiled without the
+# check's hooks). VLLM_DISABLE_COMPILE_CACHE alone does not stop an explicit VLLM_USE_AOT_COMPILE=1.
+_COMPILE_ENV: dict[str, str] = {
+    "VLLM_DISABLE_COMPILE_CACHE": "1",
+    "VLLM_USE_AOT_COMPILE": "0",
+    "VLLM_USE_MEGA_AOT_ARTIFACT": "0",
+}
+
+
+class VllmPipelineError(RuntimeError):
+    """The vllm pipeline cannot run here (no vLLM, a CUDA host, vLLM's env cache frozen)."""
+
+
+@contextlib.contextmanager
+def vllm_env() -> Iterator[None]:
+    """vLLM's CPU platform and no vLLM compile cache; ``os.environ`` restored exactly on exit.
+
+    Raises VllmPipelineError on a CUDA host: there vLLM would pick its CUDA platform and
+    compile with ``VllmBackend`` (piecewise graphs, CUDA graphs), which this pipeline does
+    not reproduce ("vllm-piecewise" simulates that path on CPU).
+    """
+    if torch.cuda.is_available():
+        raise VllmPipelineError(
+            "pipeline 'vllm' reproduces vLLM's CPU-platform compile path; on this CUDA host vLLM would compile "
+            "through VllmBackend (piecewise), which this pipeline does not run. Use 'vllm-piecewise' (a CPU "
+            "simulation of that path) or gate on a CPU host"
+        )
+    saved = dict(os.environ)
+    os.environ["VLLM_TARGET_DEVICE"] = "cpu"
+    os.environ.update(_COMPILE_ENV)
+    try:
+        _require_live_envs()
+        _require_cpu_platform()
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def prepare_process_for_vllm() -> bool:
+    """For process entry points (a CLI ``main``, a ``conftest.py``), not library import: set
+    ``VLLM_TARGET_DEVICE=cpu`` (if unset) before anything imports vLLM, on a host without CUDA.
+
+    Returns True when it set the variable. Leaves everything alone once vLLM is imported
+    (its platform is already resolved) or when CUDA is available.
+    """
+    if "vllm" in sys.modules or "VLLM_TARGET_DEVICE" in os.environ or torch.cuda.is_available():
+        return False
+    os.environ["VLLM_TARGET_DEVICE"] = "cpu"
+    return True
+
+
+def _require_cpu_platform() -> None:
+    """vLLM resolves its platform once, at the first import that asks for it, and many of its
+    modules keep that object: a platform resolved before VLLM_TARGET_DEVICE=cpu was set
+    (``UnspecifiedPlatform`` with a CUDA vLLM wheel on a CPU host) cannot be replaced here."""
+    platforms = importlib.import_module("vllm.platforms")
+    platform = platforms.current_platform
+    if not platform.is_cpu():
+        raise VllmPipelineError(
+            f"vLLM's platform was resolved as {type(platform).__name__} before the vllm pipeline ran (vLLM was "
+            "imported without VLLM_TARGET_DEVICE=cpu on this CPU-only host). Set VLLM_TARGET_DEVICE=cpu in the "
+            "environment before anything imports vLLM (e.g. `VLLM_TARGET_DEVICE=cpu compile-checks gate ...`)"
+        )
+
+
+def _require_live_envs() -> None:
+    """vLLM can freeze its env reads (``envs.enable_envs_cache()``, done by a serving engine)."""
+    envs = importlib.import_module("vllm.envs")
+    if envs._is_envs_cache_enabled():
+        stale = {k: getattr(envs, k) for k in ("VLLM_DISABLE_COMPILE_CACHE", "VLLM_USE_AOT_COMPILE")}
+        if stale != {"VLLM_DISABLE_COMPILE_CACHE": True, "VLLM_USE_AOT_COMPILE": False}:
+            raise VllmPipelineError(
+                f"vllm.envs caches its environment (enable_envs_cache() was called) with {stale}: "
+                "the vllm pipeline needs vLLM's compile cache and AOT compile off; call "
+                "vllm.envs.disable_envs_cache() first"
+            )
+
+
+def vllm_module(name: str) -> Any:
+    """Import a vLLM module under :func:`vllm_env`: vLLM resolves its platform at first import."""
+    with vllm_env():
+        return importlib.import_module(name)
+
+
+__all__ = ["VllmPipelineError", "prepare_process_for_vllm", "vllm_env", "vllm_module"]
