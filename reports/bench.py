@@ -32,7 +32,7 @@ import torch
 
 from ar_paging import gather_window, pool_write_chunk
 from compile_checks.backend import kernel_byte_metrics
-from reports.traffic import MIB
+from compile_checks.reports.traffic import MIB
 
 DEFAULT_SIZES_MIB: tuple[int, ...] = (16, 32, 64, 128, 256, 512, 1024)
 
@@ -229,7 +229,7 @@ def bench_size(g: BenchGeometry, total_bytes: int, device: torch.device, rounds:
 
 def bench_markdown(df, g: BenchGeometry, command: str) -> str:  # type: ignore[no-untyped-def]
     """bench.md: the geometry, the command, and the table with sizes for humans."""
-    from reports.traffic import format_bytes
+    from compile_checks.reports.traffic import format_bytes
 
     show = df.copy()
     for col in ("pool_bytes", "ideal_bytes_per_step", "split_kernel_bytes", "fused_kernel_bytes"):
@@ -261,7 +261,7 @@ def plot_bench(df, path: Path) -> None:  # type: ignore[no-untyped-def]
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from reports.plot import _size_ticks
+    from compile_checks.reports.plot import _size_ticks
 
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(13, 4.5))
     for device, g in df.groupby("device"):
