@@ -241,7 +241,7 @@ def bench_markdown(df, g: BenchGeometry, command: str) -> str:  # type: ignore[n
                  "ideal_bytes_per_step", "split_kernel_bytes", "fused_kernel_bytes", "rounds",
                  "split_steps_per_sample", "fused_steps_per_sample", "threads"]]
     show.columns = ["device", "pool (K+V, all layers)", "split ms/step", "fused ms/step", "fused/split",
-                    "gap ms", "ideal B/step", "split kernel B/step", "fused kernel B/step", "rounds",
+                    "gap ms", "ideal B/step", "split kernel B/step (Inductor estimate)", "fused kernel B/step (Inductor estimate)", "rounds",
                     "split steps/sample", "fused steps/sample", "threads"]
     head = (
         f"# Compiled commit step: split vs fused KV pools\n\n`{command}`\n\n"
@@ -249,7 +249,7 @@ def bench_markdown(df, g: BenchGeometry, command: str) -> str:  # type: ignore[n
         f"{str(g.dtype).removeprefix('torch.')}, chunk {g.chunk_size} tokens, resident window "
         f"{g.resident_tokens} tokens (sink {g.sink_chunks} + window {g.window_chunks} chunks). "
         "Medians of interleaved rounds after warm-up; fused/split = median of per-round ratios. "
-        "kernel B/step = Inductor's num_bytes_accessed for the compiled step.\n\n"
+        "kernel B/step = Inductor's num_bytes_accessed for the compiled step: its estimate, not a measurement.\n\n"
     )
     return head + show.to_markdown(index=False) + "\n"
 
