@@ -241,7 +241,8 @@ def bench_markdown(df, g: BenchGeometry, command: str) -> str:  # type: ignore[n
                  "ideal_bytes_per_step", "split_kernel_bytes", "fused_kernel_bytes", "rounds",
                  "split_steps_per_sample", "fused_steps_per_sample", "threads"]]
     show.columns = ["device", "pool (K+V, all layers)", "split ms/step", "fused ms/step", "fused/split",
-                    "gap ms", "ideal B/step", "split kernel B/step (Inductor estimate)", "fused kernel B/step (Inductor estimate)", "rounds",
+                    "gap ms", "ideal B/step", "split kernel B/step (Inductor estimate)",
+                    "fused kernel B/step (Inductor estimate)", "rounds",
                     "split steps/sample", "fused steps/sample", "threads"]
     head = (
         f"# Compiled commit step: split vs fused KV pools\n\n`{command}`\n\n"

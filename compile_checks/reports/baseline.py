@@ -114,10 +114,14 @@ def _number(path: str | Path, name: str, key: str, value: object) -> float:
 
 def _entry(path: str | Path, name: str, entry: object) -> BaselineEntry:
     if not isinstance(entry, dict):
-        raise BaselineError(f"baseline {path}: entry {name!r} must be an object with {', '.join(_KEYS)}, got {entry!r}")
+        raise BaselineError(
+            f"baseline {path}: entry {name!r} must be an object with {', '.join(_KEYS)}, got {entry!r}"
+        )
     missing = [k for k in _KEYS if k not in entry]
     if missing:
-        raise BaselineError(f"baseline {path}: entry {name!r} lacks {', '.join(missing)} (has {', '.join(entry) or 'nothing'})")
+        raise BaselineError(
+            f"baseline {path}: entry {name!r} lacks {', '.join(missing)} (has {', '.join(entry) or 'nothing'})"
+        )
     clones = _number(path, name, "surviving_clones", entry["surviving_clones"])
     if clones != int(clones):
         raise BaselineError(f"baseline {path}: {name}.surviving_clones must be a whole number, got {clones!r}")

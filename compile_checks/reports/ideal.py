@@ -21,7 +21,7 @@ is an estimate and says so.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -94,7 +94,8 @@ def _root(node: Any) -> Any:
     """Follow view ops back to the first non-view node."""
     import torch.fx
 
-    while node.op == "call_function" and _is_view(node.target) and node.args and isinstance(node.args[0], torch.fx.Node):
+    while node.op == "call_function" and _is_view(node.target) and node.args \
+            and isinstance(node.args[0], torch.fx.Node):
         node = node.args[0]
     return node
 
@@ -195,7 +196,7 @@ def case_ideal_per_run(
     return derived
 
 
-__all__: Sequence[str] = [
+__all__ = [
     "FinalGraphs",
     "GraphIdeal",
     "case_ideal_per_run",

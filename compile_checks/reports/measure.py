@@ -17,6 +17,7 @@ import functools
 import statistics
 import time
 import types
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -131,8 +132,11 @@ def measure(cases: Sequence[tuple[Any, int | None]], rounds: int = DEFAULT_ROUND
     torch.set_num_threads(max(1, threads))
     try:
         torch._dynamo.reset()
-        timed = [prepare(case, steps) for case, steps in cases]
-        return time_interleaved(timed, rounds)
+        with warnings.catch_warnings():
+            # caches are off on purpose (as in the check); dynamo says so once per process otherwise
+            warnings.filterwarnings("ignore", message=".*dynamo_pgo force disabled.*")
+            timed = [prepare(case, steps) for case, steps in cases]
+            return time_interleaved(timed, rounds)
     finally:
         torch._dynamo.reset()
         torch.set_num_threads(saved)
