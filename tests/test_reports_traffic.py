@@ -258,3 +258,11 @@ def test_copy_back_without_the_checks_field_uses_the_pool_view() -> None:
         assert all(r.written_bytes_source == "check" for r in back)
     else:  # FALLBACK: the named pool tensor is the mutated view
         assert [(r.bytes_per_call, r.written_bytes_source) for r in back] == [(2 * MIB, "fallback: named pool size")]
+
+
+def test_a_report_with_errors_is_an_error_row_not_clean() -> None:
+    report = _report([])
+    report.errors = ["region 0: no post-grad graph observed"]  # type: ignore[attr-defined]
+    row = traffic_row(FakeResult(FakeScenario(name="split", expect_clean=True), report))
+    assert row.status == "ERROR" and "ERROR" in row.verdict
+    assert traffic_row(FakeResult(FakeScenario(name="split", expect_clean=True), _report([]))).status == "clean"
