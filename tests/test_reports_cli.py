@@ -199,3 +199,12 @@ def test_pyproject_targets_are_read_and_bad_tables_exit_2(monkeypatch, tmp_path,
     (tmp_path / "pyproject.toml").write_text('[tool.compile_checks]\ntargets = "cases.py:CASES"\n')
     assert cli.main(["--out", str(tmp_path / "out"), "--no-progress"]) == 2
     assert "must be a list of strings" in capsys.readouterr().err
+
+
+def test_missing_report_extra_exits_2_with_the_install_line(monkeypatch, tmp_path, capsys) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "tabulate" else real(name, *a))
+    assert cli.main(["--out", str(tmp_path)]) == 2
+    assert "compile-checks[reports]" in capsys.readouterr().err

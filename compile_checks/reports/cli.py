@@ -200,8 +200,19 @@ def _run_targets(cases: Sequence[Any], args: argparse.Namespace, bar: Any) -> li
     return out
 
 
+def missing_dependencies() -> list[str]:
+    """The ``[reports]`` extra's packages that are not importable."""
+    import importlib.util
+
+    return [m for m in ("pandas", "matplotlib", "tabulate", "tqdm") if importlib.util.find_spec(m) is None]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    missing = missing_dependencies()
+    if missing:
+        _err(f"the report needs {', '.join(missing)}: pip install 'compile-checks[reports]'")
+        return EXIT_USAGE
     try:
         got = _validate(args)
         cases = _load_cases(args)
