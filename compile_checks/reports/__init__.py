@@ -5,5 +5,5 @@ package, which could shadow a module of the same name in the user's project). Ru
 as ``compile-checks report ...`` or ``python -m compile_checks.reports ...``; in this
 repository ``python -m reports ...`` is a thin alias. Modules: ``traffic`` (rows),
 ``accounting`` (extra bytes node by node), ``ideal`` (ideal bytes from the graph),
-``measure`` (ms per step), ``baseline``, ``plot``, ``html_page``, ``outputs``, ``cli``.
+``measure`` (ms per step), ``builtin`` (the default scenario set), ``baseline``, ``plot``, ``html_page``, ``outputs``, ``cli``.
 """
