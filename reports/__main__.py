@@ -1,7 +1,7 @@
-"""``python -m reports``: see ``reports.cli``."""
+"""``python -m reports``: alias of ``python -m compile_checks.reports`` in this repository."""
 
 import sys
 
-from reports.cli import main
+from compile_checks.reports.cli import main
 
 sys.exit(main())

@@ -32,7 +32,7 @@ import torch
 
 from ar_paging import gather_window, pool_write_chunk
 from compile_checks.backend import kernel_byte_metrics
-from reports.traffic import MIB
+from compile_checks.reports.traffic import MIB
 
 DEFAULT_SIZES_MIB: tuple[int, ...] = (16, 32, 64, 128, 256, 512, 1024)
 
@@ -229,7 +229,7 @@ def bench_size(g: BenchGeometry, total_bytes: int, device: torch.device, rounds:
 
 def bench_markdown(df, g: BenchGeometry, command: str) -> str:  # type: ignore[no-untyped-def]
     """bench.md: the geometry, the command, and the table with sizes for humans."""
-    from reports.traffic import format_bytes
+    from compile_checks.reports.traffic import format_bytes
 
     show = df.copy()
     for col in ("pool_bytes", "ideal_bytes_per_step", "split_kernel_bytes", "fused_kernel_bytes"):
@@ -241,7 +241,8 @@ def bench_markdown(df, g: BenchGeometry, command: str) -> str:  # type: ignore[n
                  "ideal_bytes_per_step", "split_kernel_bytes", "fused_kernel_bytes", "rounds",
                  "split_steps_per_sample", "fused_steps_per_sample", "threads"]]
     show.columns = ["device", "pool (K+V, all layers)", "split ms/step", "fused ms/step", "fused/split",
-                    "gap ms", "ideal B/step", "split kernel B/step", "fused kernel B/step", "rounds",
+                    "gap ms", "ideal B/step", "split kernel B/step (Inductor estimate)",
+                    "fused kernel B/step (Inductor estimate)", "rounds",
                     "split steps/sample", "fused steps/sample", "threads"]
     head = (
         f"# Compiled commit step: split vs fused KV pools\n\n`{command}`\n\n"
@@ -249,7 +250,7 @@ def bench_markdown(df, g: BenchGeometry, command: str) -> str:  # type: ignore[n
         f"{str(g.dtype).removeprefix('torch.')}, chunk {g.chunk_size} tokens, resident window "
         f"{g.resident_tokens} tokens (sink {g.sink_chunks} + window {g.window_chunks} chunks). "
         "Medians of interleaved rounds after warm-up; fused/split = median of per-round ratios. "
-        "kernel B/step = Inductor's num_bytes_accessed for the compiled step.\n\n"
+        "kernel B/step = Inductor's num_bytes_accessed for the compiled step: its estimate, not a measurement.\n\n"
     )
     return head + show.to_markdown(index=False) + "\n"
 
@@ -261,7 +262,7 @@ def plot_bench(df, path: Path) -> None:  # type: ignore[no-untyped-def]
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from reports.plot import _size_ticks
+    from compile_checks.reports.plot import _size_ticks
 
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(13, 4.5))
     for device, g in df.groupby("device"):

@@ -1,4 +1,4 @@
-"""Baseline comparison: growth in clones or clone bytes fails; same or smaller passes."""
+"""Baseline comparison: growth in clones or extra bytes fails; same or smaller passes; bad files exit early."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from reports.baseline import (
+from compile_checks.reports.baseline import (
     BaselineEntry,
     BaselineError,
     compare,
@@ -32,7 +32,7 @@ def test_more_clones_fails() -> None:
 def test_more_bytes_same_clones_fails() -> None:
     cmp = compare(OLD, {"fused-v2": BaselineEntry(2, 8192.0)})
     assert not cmp.ok
-    assert "clone_bytes_per_step 4096 -> 8192" in cmp.regressions[0].describe()
+    assert "extra_bytes_per_step 4096 -> 8192" in cmp.regressions[0].describe()
     assert "surviving_clones" not in cmp.regressions[0].describe()
 
 
@@ -61,7 +61,7 @@ def test_round_trip(tmp_path) -> None:
     path = tmp_path / "b.json"
     path.write_text(dump_baseline(OLD))
     assert load_baseline(path) == OLD
-    assert json.loads(path.read_text())["fused-v2"] == {"surviving_clones": 2, "clone_bytes_per_step": 4096.0}
+    assert json.loads(path.read_text())["fused-v2"] == {"surviving_clones": 2, "extra_bytes_per_step": 4096.0}
 
 
 @pytest.mark.parametrize("text", ["not json", "[1, 2]", '{"a": {"surviving_clones": 1}}'])
@@ -75,3 +75,32 @@ def test_bad_baseline_is_a_clear_error(tmp_path, text: str) -> None:
 def test_missing_baseline_is_a_clear_error(tmp_path) -> None:
     with pytest.raises(BaselineError, match="cannot read"):
         load_baseline(tmp_path / "nope.json")
+
+
+@pytest.mark.parametrize(
+    ("entry", "says"),
+    [
+        ('{"surviving_clones": 0, "extra_bytes_per_step": NaN}', "finite"),
+        ('{"surviving_clones": NaN, "extra_bytes_per_step": 0}', "finite"),
+        ('{"surviving_clones": 0, "extra_bytes_per_step": Infinity}', "finite"),
+        ('{"surviving_clones": 0, "extra_bytes_per_step": "12"}', "must be a number"),
+        ('{"surviving_clones": true, "extra_bytes_per_step": 0}', "must be a number"),
+        ('{"surviving_clones": -1, "extra_bytes_per_step": 0}', ">= 0"),
+        ('{"surviving_clones": 1.5, "extra_bytes_per_step": 0}', "whole number"),
+        ('{"surviving_clones": 0}', "lacks extra_bytes_per_step"),
+        ('{"surviving_clones": 0, "clone_bytes_per_step": 0}', "lacks extra_bytes_per_step"),
+        ('[0, 0]', "must be an object"),
+    ],
+)
+def test_invalid_entries_are_refused(tmp_path, entry: str, says: str) -> None:
+    path = tmp_path / "b.json"
+    path.write_text('{"split": %s}' % entry)
+    with pytest.raises(BaselineError, match=says):
+        load_baseline(path)
+
+
+def test_nan_baseline_would_pass_everything_if_loaded() -> None:
+    # negative control for the check above: a NaN entry compares false with any run, so a
+    # compare() against it reports no regression even for a huge growth
+    cmp = compare({"split": BaselineEntry(0, float("nan"))}, {"split": BaselineEntry(0, 1e12)})
+    assert cmp.ok

@@ -10,7 +10,8 @@ import pandas as pd
 import pytest
 
 from compile_checks.findings import CloneReport, SurvivingClone
-from reports import cli
+from compile_checks.reports import cli
+from compile_checks.reports import outputs as cli_outputs
 from test_reports_traffic import FakeResult, FakeScenario, _clone
 
 
@@ -25,7 +26,8 @@ def _fake_registry(monkeypatch: pytest.MonkeyPatch, fused_clones: int = 1) -> di
     }
     runs: dict[str, int] = {}
 
-    def run_scenario(s: FakeScenario, dump_dir: str | None = None, progress: bool = False) -> FakeResult:
+    def run_scenario(s: FakeScenario, dump_dir: str | None = None, progress: bool = False,
+                     analysis_only: bool = False) -> FakeResult:
         runs[s.name] = runs.get(s.name, 0) + 1
         n = 0 if s.layout == "split" else fused_clones
         clones: list[SurvivingClone] = [_clone(s.num_blocks * 1024, region=1) for _ in range(n)]
@@ -45,15 +47,17 @@ def test_writes_all_files_with_one_row_per_scenario(monkeypatch, tmp_path, capsy
     rc = cli.main(["--out", str(out), "--no-progress", "--video-chunks", "7"])
     assert rc == 0
     assert runs == {"split": 1, "fused": 1, "fused_pool64MiB": 1}
-    for name in ("traffic.csv", "traffic.md", "traffic.html", "traffic.png"):
+    for name in cli_outputs.OUTPUT_FILES:
         assert (out / name).stat().st_size > 0, name
     df = pd.read_csv(out / "traffic.csv")
     assert list(df["scenario"]) == ["split", "fused", "fused_pool64MiB"]
+    nodes = pd.read_csv(out / "traffic_nodes.csv")
+    assert set(nodes["case"]) == {"fused", "fused_pool64MiB"}
     assert set(df["video_chunks"]) == {7}
     # fused: one 64 KiB clone in the commit region, 6 calls, 3 chunks -> 2*64Ki*6/3 per chunk
     fused = df.set_index("scenario").loc["fused"]
-    assert fused["clone_bytes_per_chunk"] == 2 * 64 * 1024 * 6 / 3
-    assert fused["clone_bytes_per_video"] == 7 * 2 * 64 * 1024 * 6 / 3
+    assert fused["extra_bytes_per_chunk"] == 2 * 64 * 1024 * 6 / 3
+    assert fused["extra_bytes_per_video"] == 7 * 2 * 64 * 1024 * 6 / 3
     assert "fused: expected clones" in capsys.readouterr().out
 
 
@@ -82,7 +86,7 @@ def test_baseline_growth_exits_1_and_names_the_scenario(monkeypatch, tmp_path, c
     assert cli.main(["--out", str(tmp_path / "a"), "--no-progress", "--write-baseline", str(base)]) == 0
     written = json.loads(base.read_text())
     assert written["fused"]["surviving_clones"] == 1
-    assert written["split"] == {"surviving_clones": 0, "clone_bytes_per_step": 0.0}
+    assert written["split"] == {"surviving_clones": 0, "extra_bytes_per_step": 0.0}
     capsys.readouterr()
 
     assert cli.main(["--out", str(tmp_path / "b"), "--no-progress", "--baseline", str(base)]) == 0
@@ -111,7 +115,7 @@ def test_bad_baseline_exits_2(monkeypatch, tmp_path, capsys) -> None:
 def test_failing_scenario_exits_4_without_traceback(monkeypatch, tmp_path, capsys) -> None:
     _fake_registry(monkeypatch)
 
-    def boom(s, dump_dir=None, progress=False):  # type: ignore[no-untyped-def]
+    def boom(s, dump_dir=None, progress=False, analysis_only=False):  # type: ignore[no-untyped-def]
         raise RuntimeError("inductor fell over")
 
     monkeypatch.setattr(sys.modules["compile_checks.scenarios"], "run_scenario", boom)
@@ -138,3 +142,69 @@ def test_pool_variants_resize_only_the_pool() -> None:
         assert (v.layout, v.chunk_size, v.window_chunks, v.sink_chunks, v.num_layers, v.expect_clean) == (
             s.layout, s.chunk_size, s.window_chunks, s.sink_chunks, s.num_layers, s.expect_clean)
     assert all(name in reg for name in cli.PREFERRED_DEFAULT)
+
+
+def test_repo_alias_is_the_packaged_module() -> None:
+    import compile_checks.reports.traffic
+    import reports.cli
+    import reports.traffic
+
+    assert reports.cli is cli and reports.traffic is compile_checks.reports.traffic
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("", "cannot read bench CSV"),
+        ("a,b\n1,2\n", "lacks column(s) device, pool_bytes"),
+        ("device,pool_bytes,split_median_ms,fused_median_ms\n", "has no rows"),
+        ("device,pool_bytes,split_median_ms,fused_median_ms\ncpu,1024,fast,2.0\n", "split_median_ms must hold"),
+        ("device,pool_bytes,split_median_ms,fused_median_ms\ncpu,1024,nan,2.0\n", "split_median_ms must hold"),
+    ],
+)
+def test_bad_bench_csv_exits_2_before_running(monkeypatch, tmp_path, capsys, text: str, says: str) -> None:
+    runs = _fake_registry(monkeypatch)
+    bench = tmp_path / "bench.csv"
+    bench.write_text(text)
+    rc = cli.main(["--out", str(tmp_path / "out"), "--no-progress", "--bench", str(bench)])
+    err = capsys.readouterr().err
+    assert rc == 2 and says in err and "Traceback" not in err
+    assert runs == {}  # refused before anything ran
+
+
+def test_good_bench_csv_adds_a_panel(monkeypatch, tmp_path) -> None:
+    _fake_registry(monkeypatch)
+    bench = tmp_path / "bench.csv"
+    bench.write_text("device,pool_bytes,split_median_ms,fused_median_ms\ncpu,16777216,1.0,2.0\ncpu,67108864,1.0,8.0\n")
+    assert cli.main(["--out", str(tmp_path / "out"), "--no-progress", "--bench", str(bench)]) == 0
+
+
+def test_nan_baseline_exits_2_before_running(monkeypatch, tmp_path, capsys) -> None:
+    runs = _fake_registry(monkeypatch)
+    base = tmp_path / "b.json"
+    base.write_text('{"split": {"surviving_clones": 0, "extra_bytes_per_step": NaN}}')
+    rc = cli.main(["--out", str(tmp_path / "out"), "--no-progress", "--baseline", str(base)])
+    assert rc == 2 and "split.extra_bytes_per_step must be a finite number" in capsys.readouterr().err
+    assert runs == {}
+
+
+def test_pyproject_targets_are_read_and_bad_tables_exit_2(monkeypatch, tmp_path, capsys) -> None:
+    _fake_registry(monkeypatch)
+    assert cli.pyproject_targets(tmp_path) is None
+    (tmp_path / "pyproject.toml").write_text('[tool.compile_checks]\ntargets = ["cases.py:CASES"]\n')
+    assert cli.pyproject_targets(tmp_path) == (["cases.py:CASES"], tmp_path)
+    monkeypatch.chdir(tmp_path)  # cases.py does not exist: a bad target, exit 2 before anything runs
+    rc = cli.main(["--out", str(tmp_path / "out"), "--no-progress"])
+    assert rc == 2 and "no such file" in capsys.readouterr().err
+    (tmp_path / "pyproject.toml").write_text('[tool.compile_checks]\ntargets = "cases.py:CASES"\n')
+    assert cli.main(["--out", str(tmp_path / "out"), "--no-progress"]) == 2
+    assert "must be a list of strings" in capsys.readouterr().err
+
+
+def test_missing_report_extra_exits_2_with_the_install_line(monkeypatch, tmp_path, capsys) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "tabulate" else real(name, *a))
+    assert cli.main(["--out", str(tmp_path)]) == 2
+    assert "compile-checks[reports]" in capsys.readouterr().err

@@ -1,11 +1,17 @@
-"""One real, small traffic report end to end: compile split and fused, write the files."""
+"""Real, small reports end to end: built-in split/fused and a user's own cases (--target)."""
 
 from __future__ import annotations
+
+import math
+from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from reports import cli
+from compile_checks.reports import cli
+from compile_checks.reports.outputs import OUTPUT_FILES
+
+CASES = str(Path(__file__).parent / "report_cases" / "paged_step.py") + ":cases"
 
 
 @pytest.mark.compile
@@ -13,27 +19,62 @@ def test_small_report_fused_has_clones_split_has_none(tmp_path, capsys) -> None:
     out = tmp_path / "report"
     baseline = tmp_path / "baseline.json"
     rc = cli.main(["--out", str(out), "--scenario", "split", "--scenario", "fused", "--no-progress",
-                   "--analysis-only", "--write-baseline", str(baseline)])
+                   "--write-baseline", str(baseline)])
     assert rc == 0, capsys.readouterr().err
-    for name in ("traffic.csv", "traffic.md", "traffic.html", "traffic.png"):
+    for name in OUTPUT_FILES:
         assert (out / name).stat().st_size > 0, name
     df = pd.read_csv(out / "traffic.csv").set_index("scenario")
     assert list(df.index) == ["split", "fused"]
     split, fused = df.loc["split"], df.loc["fused"]
-    assert split["surviving_clones"] == 0 and split["clone_bytes_per_step"] == 0
-    assert fused["surviving_clones"] > 0 and fused["clone_bytes_per_step"] > 0
-    # same model, same window: the ideal does not depend on the layout
+    assert split["surviving_clones"] == 0 and split["extra_bytes_per_step"] == 0
+    assert fused["surviving_clones"] > 0
+    # fused: the clone copies both pools of a layer, the copy-back one: extra = 1.5 x the clone alone
+    assert fused["extra_bytes_per_step"] == pytest.approx(1.5 * fused["clone_bytes_per_step"])
     assert fused["ideal_bytes_per_step"] == split["ideal_bytes_per_step"] > 0
-    # a clone copies (part of) the pool: at least one layer's K or V pool per commit
-    assert fused["clone_bytes_per_chunk"] >= 2 * fused["pool_bytes"] / (2 * fused["num_layers"])
-    # the report's window model reproduces the scenario's own ideal bytes
     assert set(df["ideal_video_method"]) == {"window model"}
+    nodes = pd.read_csv(out / "traffic_nodes.csv")
+    assert sorted(nodes["cost"]) == ["clone", "copy_back"] and set(nodes["case"]) == {"fused"}
+    assert nodes["bytes_per_run"].sum() / df.loc["fused", "num_steps"] == pytest.approx(fused["extra_bytes_per_step"])
     md = (out / "traffic.md").read_text()
     assert "fused: expected clones" in md and "split: clean" in md
-    # the baseline written holds this run's numbers
-    from reports.baseline import load_baseline
+    from compile_checks.reports.baseline import load_baseline
 
     written = load_baseline(baseline)
-    assert written["fused"].surviving_clones == fused["surviving_clones"]
-    assert written["fused"].clone_bytes_per_step == pytest.approx(fused["clone_bytes_per_step"])
-    assert written["split"].surviving_clones == 0
+    assert written["fused"].extra_bytes_per_step == pytest.approx(fused["extra_bytes_per_step"])
+
+
+@pytest.mark.compile
+def test_user_cases_get_their_ideal_from_the_graph(tmp_path, capsys) -> None:
+    out = tmp_path / "report"
+    rc = cli.main(["--out", str(out), "--target", CASES, "--no-progress"])
+    assert rc == 0, capsys.readouterr().err
+    df = pd.read_csv(out / "traffic.csv").set_index("scenario")
+    assert list(df.index) == ["my_split", "my_fused"]  # targets only: no built-in scenario
+    # window of 8 slots, chunk of 4 tokens, 2 heads x 8 fp32: K+V read 2*8*64 B, K+V written 2*4*64 B
+    for name in ("my_split", "my_fused"):
+        assert df.loc[name, "ideal_bytes_per_step"] == 2 * 8 * 64 + 2 * 4 * 64
+        assert df.loc[name, "ideal_source"] == "graph"
+    # the fused case's copy-back is extra, not ideal: the same ideal as split (negative control of
+    # the copy_ rule), and extra = clone of the 2-pool storage (2 x 8 KiB) + copy-back of one (2 x 4 KiB)
+    assert df.loc["my_split", "extra_bytes_per_step"] == 0
+    assert df.loc["my_fused", "extra_bytes_per_step"] == 2 * 8192 + 2 * 4096
+    assert list(df["status"]) == ["clean", "expected clones"]
+    assert math.isnan(df.loc["my_fused", "extra_bytes_per_video"])  # no steps_per_chunk in meta
+
+
+@pytest.mark.compile
+def test_case_ideal_and_measured_ms(tmp_path, capsys, monkeypatch) -> None:
+    from compile_checks.targets import load_targets
+
+    cases = load_targets([CASES])
+    cases = [c.replace(ideal_bytes_per_call=1000) for c in cases[:1]]  # one full compile: keep it short
+    mod = type(cli)("user_cases_for_test")
+    mod.CASES = cases  # type: ignore[attr-defined]
+    monkeypatch.setitem(__import__("sys").modules, "user_cases_for_test", mod)
+    out = tmp_path / "report"
+    rc = cli.main(["--out", str(out), "--target", "user_cases_for_test:CASES", "--no-progress",
+                   "--measure", "--rounds", "3"])
+    assert rc == 0, capsys.readouterr().err
+    df = pd.read_csv(out / "traffic.csv").set_index("scenario")
+    assert list(df["ideal_bytes_per_step"]) == [1000] and set(df["ideal_source"]) == {"case"}
+    assert all(0 < ms < 10_000 for ms in df["ms_per_step"])

@@ -10,16 +10,29 @@ import pytest
 import torch
 
 from compile_checks.findings import CloneReport, SurvivingClone
-from reports.traffic import (
+from compile_checks.reports.accounting import bytes_per_run, kernel_bytes_per_run, node_costs
+from compile_checks.reports.outputs import markdown_report
+from compile_checks.reports.traffic import (
     COLUMNS,
-    clone_bytes_per_run,
     format_bytes,
-    kernel_bytes_per_run,
-    markdown_report,
     traffic_ratio,
     traffic_row,
     traffic_table,
 )
+
+if "written_bytes" in SurvivingClone.__dataclass_fields__:
+    Clone = SurvivingClone
+else:
+    @dataclass(frozen=True)
+    class Clone(SurvivingClone):  # type: ignore[no-redef]
+        """SurvivingClone with the fields soundness adds (kind, written_bytes), until it lands."""
+
+        kind: str = "functionalization_clone"
+        written_bytes: int = 0
+
+
+def clone_bytes_per_run(report: CloneReport) -> int:
+    return bytes_per_run(node_costs("t", report))
 
 MIB = 1 << 20
 
@@ -59,9 +72,12 @@ class FakeResult:
     wall_seconds: float = 2.5
 
 
-def _clone(nbytes: int, region: int, node: str = "", pool: str | None = None) -> SurvivingClone:
-    return SurvivingClone(op="ar_paging::paged_write", arg="v_pool", nbytes=nbytes, shape=(nbytes // 4,),
-                          dtype=torch.float32, region=region, node=node or f"clone_r{region}_{nbytes}", pool=pool)
+def _clone(nbytes: int, region: int, node: str = "", pool: str | None = None, written: int = 0,
+           kind: str = "functionalization_clone") -> SurvivingClone:
+    """A clone whose copy-back writes ``written`` bytes (0: none, so extra = the clone alone)."""
+    return Clone(op="ar_paging::paged_write", arg="v_pool", nbytes=nbytes, shape=(nbytes // 4,),
+                 dtype=torch.float32, region=region, node=node or f"clone_r{region}_{nbytes}", pool=pool,
+                 written_bytes=written, kind=kind)
 
 
 def _report(clones: list[SurvivingClone], calls: dict[int, int] | None = None,
@@ -77,9 +93,9 @@ def test_commit_region_clone_counts_once_per_chunk_not_per_step() -> None:
     # 1 MiB clone in the commit region: 2 MiB traffic x 6 calls = 12 MiB over 9 steps / 3 chunks.
     row = traffic_row(FakeResult(FakeScenario(), _report([_clone(MIB, region=1)])), video_chunks=60)
     assert row.surviving_clones == 1
-    assert row.clone_bytes_per_step == pytest.approx(12 * MIB / 9)
-    assert row.clone_bytes_per_chunk == 4 * MIB
-    assert row.clone_bytes_per_video == 240 * MIB
+    assert row.extra_bytes_per_step == pytest.approx(12 * MIB / 9)
+    assert row.extra_bytes_per_chunk == 4 * MIB
+    assert row.extra_bytes_per_video == 240 * MIB
 
 
 def test_clones_in_two_regions_add_up() -> None:
@@ -88,9 +104,9 @@ def test_clones_in_two_regions_add_up() -> None:
     assert clone_bytes_per_run(result.report) == 12_606_912
     row = traffic_row(result, video_chunks=10)
     assert row.surviving_clones == 2
-    assert row.clone_bytes_per_step == 1_400_768  # 12606912 / 9
-    assert row.clone_bytes_per_chunk == 4_202_304  # 12606912 / 3
-    assert row.clone_bytes_per_video == 42_023_040
+    assert row.extra_bytes_per_step == 1_400_768  # 12606912 / 9
+    assert row.extra_bytes_per_chunk == 4_202_304  # 12606912 / 3
+    assert row.extra_bytes_per_video == 42_023_040
     assert row.video_chunks == 10
 
 
@@ -101,7 +117,7 @@ def test_one_clone_node_hit_by_two_layers_runs_once_per_call() -> None:
     row = traffic_row(FakeResult(FakeScenario(), report))
     assert row.surviving_clones == 2
     assert row.clone_nodes == 1
-    assert row.clone_bytes_per_chunk == 4 * MIB  # 2 MiB x 6 calls / 3 chunks
+    assert row.extra_bytes_per_chunk == 4 * MIB  # 2 MiB x 6 calls / 3 chunks
     assert "2 clones (1 distinct copy)" in row.verdict
 
 
@@ -124,7 +140,7 @@ def test_ideal_per_video_uses_the_window_model_when_it_reproduces_the_run() -> N
     assert row.ideal_video_method == "window model"
     # 60 chunks: resident 0, 16, 32, then 48 for 57 chunks = 2784 tokens x 3 steps + 960 written
     assert row.ideal_bytes_per_video == 1024 * (2784 * 3 + 960)
-    assert row.clone_bytes_per_video == 60 * 4 * MIB
+    assert row.extra_bytes_per_video == 60 * 4 * MIB
     assert row.video_traffic_ratio == pytest.approx((1024 * 9312 + 240 * MIB) / (1024 * 9312))
     # a run the model does not reproduce falls back to the run average
     off = traffic_row(FakeResult(s, _report([]), ideal_read_bytes=1024 * 144 + 1, ideal_write_bytes=1024 * 48))
@@ -134,21 +150,23 @@ def test_ideal_per_video_uses_the_window_model_when_it_reproduces_the_run() -> N
 def test_kernel_bytes_weighted_by_region_calls() -> None:
     report = _report([])
     assert kernel_bytes_per_run(report) == 48_000  # 500 * 12 + 7000 * 6
-    row = traffic_row(FakeResult(FakeScenario(), report))
-    assert row.kernel_bytes_per_step == pytest.approx(48_000 / 9)
+    row = traffic_row(FakeResult(FakeScenario(), report), analysis_only=False)
+    assert row.inductor_kernel_bytes_estimate_per_step == pytest.approx(48_000 / 9)
+    # analysis-only runs have no kernels: the estimate is not known, never a 0 that looks measured
+    assert math.isnan(traffic_row(FakeResult(FakeScenario(), report)).inductor_kernel_bytes_estimate_per_step)
 
 
 def test_clone_in_a_region_that_never_ran_costs_nothing() -> None:
     report = _report([_clone(MIB, region=2)], calls={0: 12, 1: 6})
     row = traffic_row(FakeResult(FakeScenario(), report))
     assert row.surviving_clones == 1
-    assert row.clone_bytes_per_step == 0
+    assert row.extra_bytes_per_step == 0
 
 
 def test_clean_run_has_ratio_one_and_clean_verdict() -> None:
     row = traffic_row(FakeResult(FakeScenario(name="split-v2", layout="split", expect_clean=True), _report([])))
     assert row.surviving_clones == 0
-    assert row.clone_bytes_per_step == 0
+    assert row.extra_bytes_per_step == 0
     assert row.traffic_ratio == 1.0
     assert row.verdict.startswith("split-v2: clean")
 
@@ -177,7 +195,7 @@ def test_traffic_ratio_edges() -> None:
 
 def test_empty_run_and_bad_video_length() -> None:
     row = traffic_row(FakeResult(FakeScenario(), _report([_clone(MIB, 1)]), num_steps=0, num_chunks=0))
-    assert row.clone_bytes_per_step == 0 and row.ideal_bytes_per_step == 0
+    assert row.extra_bytes_per_step == 0 and row.ideal_bytes_per_step == 0
     with pytest.raises(ValueError, match="video_chunks"):
         traffic_row(FakeResult(FakeScenario(), _report([])), video_chunks=0)
 
@@ -203,3 +221,48 @@ def test_table_and_markdown_have_one_row_per_scenario() -> None:
     assert "| split-v2" in md and "| fused-v2" in md
     assert "60 chunks" in md
     assert md.count("\n- ") == 2  # one verdict line each
+
+
+def test_copy_back_is_counted_next_to_the_clone() -> None:
+    # fused layout: the clone copies the 2-pool storage (2 MiB), the op writes one pool (1 MiB)
+    # and that view is copied back: per call 2 * 2 MiB + 2 * 1 MiB = 1.5x the clone alone.
+    report = _report([_clone(2 * MIB, region=1, pool="layer0.v", written=MIB)])
+    row = traffic_row(FakeResult(FakeScenario(), report))
+    assert row.clone_bytes_per_step == pytest.approx(4 * MIB * 6 / 9)
+    assert row.copy_back_bytes_per_step == pytest.approx(2 * MIB * 6 / 9)
+    assert row.extra_bytes_per_step == pytest.approx(1.5 * row.clone_bytes_per_step)
+    assert row.extra_bytes_per_chunk == 6 * MIB * 6 / 3
+    assert "clone + copy-back" in row.verdict
+    # negative control: leaving the copy-back out (written 0) gives the old, smaller number
+    alone = traffic_row(FakeResult(FakeScenario(), _report([_clone(2 * MIB, region=1, pool="layer0.v")])))
+    assert alone.extra_bytes_per_step < row.extra_bytes_per_step
+
+
+def test_node_rows_one_per_copy_with_region_calls() -> None:
+    report = _report([_clone(2 * MIB, 1, node="clone_1", pool="layer0.v", written=MIB),
+                      _clone(2 * MIB, 1, node="clone_1", pool="layer1.v", written=MIB),
+                      _clone(4096, 0, node="index_put", pool="layer0.k", written=4096, kind="aten_write_copy")])
+    rows = node_costs("fused", report)
+    assert [(r.node, r.cost, r.bytes_per_call, r.region_calls) for r in rows] == [
+        ("clone_1", "clone", 4 * MIB, 6), ("clone_1", "copy_back", 2 * MIB, 6),
+        ("index_put", "scatter_copy_in", 8192, 12), ("index_put", "scatter_copy_out", 8192, 12)]
+    assert bytes_per_run(rows) == 6 * MIB * 6 + 16384 * 12
+
+
+def test_copy_back_without_the_checks_field_uses_the_pool_view() -> None:
+    plain = SurvivingClone(op="ar_paging::paged_write", arg="v_pool", nbytes=2 * MIB, shape=(MIB // 2,),
+                           dtype=torch.float32, region=1, node="clone_1", pool="layer0.v")
+    rows = node_costs("fused", _report([plain]), {"layer0.v": MIB})
+    back = [r for r in rows if r.cost == "copy_back"]
+    if "written_bytes" in SurvivingClone.__dataclass_fields__:  # soundness landed: its number is used
+        assert all(r.written_bytes_source == "check" for r in back)
+    else:  # FALLBACK: the named pool tensor is the mutated view
+        assert [(r.bytes_per_call, r.written_bytes_source) for r in back] == [(2 * MIB, "fallback: named pool size")]
+
+
+def test_a_report_with_errors_is_an_error_row_not_clean() -> None:
+    report = _report([])
+    report.errors = ["region 0: no post-grad graph observed"]  # type: ignore[attr-defined]
+    row = traffic_row(FakeResult(FakeScenario(name="split", expect_clean=True), report))
+    assert row.status == "ERROR" and "ERROR" in row.verdict
+    assert traffic_row(FakeResult(FakeScenario(name="split", expect_clean=True), _report([]))).status == "clean"

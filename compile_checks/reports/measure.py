@@ -1,0 +1,146 @@
+"""``ms_per_step``: the measured time of a compiled step, per case (``--measure``).
+
+Why: the extra bytes are what a surviving copy costs on paper; this is what it costs
+on the machine. Each case is compiled fully by Inductor (the check's hooks are not
+installed: they add wrappers), run once to compile and warm up, then all cases are
+timed in interleaved rounds (a, b, c, then c, b, a, ...) so machine noise hits them
+alike; ``ms_per_step`` is the median over rounds of one run's time / its steps.
+
+A built-in scenario's run is its whole host loop (every chunk, every denoising
+step, block-table bookkeeping included); a user's case runs its ``driver`` (or its
+``args``) and a step is one call of the compiled function.
+"""
+
+from __future__ import annotations
+
+import functools
+import statistics
+import time
+import types
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+DEFAULT_ROUNDS = 7
+
+
+@dataclass
+class Timed:
+    """One case ready to time: a zero-argument run and the steps it makes."""
+
+    name: str
+    run: Callable[[], Any]
+    steps: int
+    samples_s: list[float]
+
+    @property
+    def ms_per_step(self) -> float:
+        return statistics.median(self.samples_s) * 1e3 / self.steps
+
+
+def fresh_function(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` with its own code object, so Dynamo keeps a separate cache entry per case: its guards
+    do not tell two cases apart whose tensors differ only in how they share storage (split vs fused)."""
+    if not isinstance(fn, types.FunctionType):
+        return fn  # modules and other callables: Dynamo guards on the object itself
+    code = fn.__code__.replace(co_name=fn.__code__.co_name)
+    new = types.FunctionType(code, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+    new.__kwdefaults__ = fn.__kwdefaults__
+    return functools.update_wrapper(new, fn)
+
+
+class CallCounter:
+    """Wraps the compiled callable a driver receives and counts its calls (a step = one call)."""
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self.fn, self.calls = fn, 0
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        self.calls += 1
+        return self.fn(*args, **kwargs)
+
+
+def _inductor_patches(case: Any) -> dict[str, Any]:
+    from compile_checks.pipelines import pipeline_settings
+
+    settings = pipeline_settings(case.pipeline)
+    func = case.functionalization or settings.functionalization
+    return {**settings.inductor_config, **dict(case.inductor_config), "force_disable_caches": True,
+            "enable_auto_functionalized_v2": func == "v2"}
+
+
+def prepare(case: Any, steps: int | None = None) -> Timed:
+    """Compile ``case`` fully and run it once (compile + warm-up); ``steps`` None: count calls."""
+    import torch
+    import torch._inductor.config as inductor_config
+
+    compiled = torch.compile(fresh_function(case.fn), dynamic=case.dynamic)
+    patches = _inductor_patches(case)
+
+    def run() -> Any:
+        counter = CallCounter(compiled)
+        with torch.no_grad(), inductor_config.patch(patches):
+            if case.driver is not None:
+                case.driver(counter)
+            else:
+                counter(*case.args, **dict(case.kwargs))
+        return counter.calls
+
+    calls = run()
+    return Timed(case.name, run, steps if steps is not None else max(1, calls), [])
+
+
+def time_interleaved(timed: Sequence[Timed], rounds: int = DEFAULT_ROUNDS) -> dict[str, float]:
+    """Median ms per step of each case over ``rounds`` interleaved rounds."""
+    if rounds < 1:
+        raise ValueError(f"rounds must be >= 1, got {rounds}")
+    for r in range(rounds):
+        for t in (timed if r % 2 == 0 else list(reversed(timed))):
+            t0 = time.perf_counter()
+            t.run()
+            t.samples_s.append(time.perf_counter() - t0)
+    return {t.name: t.ms_per_step for t in timed}
+
+
+def scenario_measure_case(scenario: Any) -> tuple[Any, int]:
+    """A built-in scenario as a Case to time, and its denoising steps per run."""
+    import compile_checks.scenarios as scenarios
+
+    steps = scenario.num_chunks * scenario.denoise_steps
+    scenario_case = getattr(scenarios, "scenario_case", None)
+    if scenario_case is not None:
+        return scenario_case(scenario), steps
+    # FALLBACK until scenarios lands scenario_case: the host loop from the scenario's own pieces
+    from compile_checks.case import Case
+
+    model = scenarios.build_model(scenario, scenarios.make_weights(scenario))
+    return Case(
+        name=scenario.name, fn=model.region_fn(), pools=model.named_pools(),
+        expect_clean=scenario.expect_clean, dynamic=scenario.dynamic,
+        functionalization=scenario.functionalization, inductor_config=dict(scenario.inductor_config),
+        driver=lambda compiled: scenarios.run_loop(scenario, model, compiled),
+    ), steps
+
+
+def measure(cases: Sequence[tuple[Any, int | None]], rounds: int = DEFAULT_ROUNDS,
+            threads: int = 1) -> dict[str, float]:
+    """Compile and time ``(case, steps per run or None)`` pairs; case name -> median ms per step."""
+    import torch
+
+    saved = torch.get_num_threads()
+    torch.set_num_threads(max(1, threads))
+    try:
+        torch._dynamo.reset()
+        with warnings.catch_warnings():
+            # caches are off on purpose (as in the check); dynamo says so once per process otherwise
+            warnings.filterwarnings("ignore", message=".*dynamo_pgo force disabled.*")
+            timed = [prepare(case, steps) for case, steps in cases]
+            return time_interleaved(timed, rounds)
+    finally:
+        torch._dynamo.reset()
+        torch.set_num_threads(saved)
+
+
+__all__ = ["DEFAULT_ROUNDS", "CallCounter", "fresh_function", "measure", "scenario_measure_case",
+           "time_interleaved"]

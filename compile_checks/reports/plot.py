@@ -1,0 +1,112 @@
+"""The traffic plot: bytes per step (ideal vs ideal + extra) against pool size, one line pair per layout.
+
+ideal + extra is computed from the graph (clone + copy-back), not measured: a layout
+whose copies survive climbs with the pool while its ideal stays flat; a clean
+layout's two lines coincide. Measured time per step (``--measure``) and benchmark
+data (``reports.bench`` CSV) get a panel each.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import NullFormatter  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from compile_checks.reports.traffic import MIB  # noqa: E402
+
+
+def _size_ticks(ax, pool_bytes: pd.Series) -> None:  # type: ignore[no-untyped-def]
+    """Ticks at the measured pool sizes, labelled in MiB (not 2^k)."""
+    sizes = sorted(set((pool_bytes / MIB).tolist()))
+    ax.set_xticks(sizes)
+    ax.set_xticklabels([f"{s:g}" for s in sizes])
+    ax.xaxis.set_minor_formatter(NullFormatter())
+
+
+def _style_pool_axis(ax: Any, pool_bytes: pd.Series, ylabel: str, title: str) -> None:
+    """Log-log axes against pool size (MiB), shared by the traffic and the timing panel."""
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    _size_ticks(ax, pool_bytes)
+    ax.set_xlabel("KV pool size, all layers K+V (MiB)")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7)
+
+def _variant_keys(df: pd.DataFrame) -> pd.Series:
+    """One line pair per model variant: the same layout under v1/v2 or another dtype is another
+    line; a user's case (no layout) is its own line."""
+    built = df["layout"].fillna("") + " " + df["functionalization"].astype(str) + " " + df["dtype"].astype(str)
+    return built.where(df["layout"].fillna("") != "", df["scenario"])
+
+
+def plot_traffic(df: pd.DataFrame, path: str | Path, bench: pd.DataFrame | None = None) -> Path:
+    """Write the PNG; returns its path."""
+    measured = df[df["ms_per_step"].notna()] if "ms_per_step" in df else df.iloc[0:0]
+    has_bench = bench is not None and not bench.empty
+    panels = 1 + (not measured.empty) + has_bench
+    fig, axes = plt.subplots(1, panels, figsize=(6.5 * panels, 4.5), squeeze=False)
+    ax = axes[0][0]
+    keys = _variant_keys(df)
+    for variant, group in df.groupby(keys, sort=True):
+        g = group.drop_duplicates("pool_bytes").sort_values("pool_bytes")
+        x = g["pool_bytes"] / MIB
+        total = (g["ideal_bytes_per_step"] + g["extra_bytes_per_step"]) / MIB
+        (line,) = ax.plot(x, total, marker="o", label=f"{variant}: ideal + extra (clone + copy-back)")
+        ax.plot(x, g["ideal_bytes_per_step"] / MIB, marker="x", linestyle="--", color=line.get_color(),
+                label=f"{variant}: ideal")
+    _style_pool_axis(ax, df["pool_bytes"], "memory traffic per step (MiB, run average, from the graph)",
+                     "KV traffic per step vs pool size")
+    if not measured.empty:
+        mx = axes[0][1]
+        for variant, group in measured.groupby(keys[measured.index], sort=True):
+            g = group.drop_duplicates("pool_bytes").sort_values("pool_bytes")
+            mx.plot(g["pool_bytes"] / MIB, g["ms_per_step"], marker="o", label=variant)
+        _style_pool_axis(mx, measured["pool_bytes"], "measured ms per step (median)", "measured (--measure)")
+    if has_bench:
+        bx = axes[0][panels - 1]
+        for device, group in bench.groupby("device", sort=True):
+            g = group.sort_values("pool_bytes")
+            bx.plot(g["pool_bytes"] / MIB, g["split_median_ms"], marker="o", label=f"{device} split")
+            bx.plot(g["pool_bytes"] / MIB, g["fused_median_ms"], marker="s", label=f"{device} fused")
+        _style_pool_axis(bx, bench["pool_bytes"], "median time per commit step (ms)", "measured (reports.bench)")
+    fig.tight_layout()
+    out = Path(path)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
+
+
+BENCH_COLUMNS: tuple[str, ...] = ("device", "pool_bytes", "split_median_ms", "fused_median_ms")
+
+
+class BenchCsvError(ValueError):
+    """The ``--bench`` CSV is not a ``reports.bench`` table (checked before any compile)."""
+
+
+def load_bench_csv(path: str | Path) -> pd.DataFrame:
+    """A ``reports.bench`` CSV with the columns the timing panel plots, numeric and positive."""
+    try:
+        df = pd.read_csv(path)
+    except (OSError, ValueError) as e:  # pandas' EmptyDataError / ParserError are ValueErrors
+        raise BenchCsvError(f"cannot read bench CSV {path}: {e}") from e
+    missing = [c for c in BENCH_COLUMNS if c not in df.columns]
+    if missing:
+        raise BenchCsvError(f"bench CSV {path} lacks column(s) {', '.join(missing)} "
+                            f"(has {', '.join(map(str, df.columns))}); write it with python -m reports.bench")
+    if df.empty:
+        raise BenchCsvError(f"bench CSV {path} has no rows")
+    for col in BENCH_COLUMNS[1:]:
+        values = pd.to_numeric(df[col], errors="coerce")
+        if values.isna().any() or (values <= 0).any():
+            raise BenchCsvError(f"bench CSV {path}: column {col} must hold positive numbers, got {df[col].tolist()!r}")
+        df[col] = values
+    return df

@@ -1,0 +1,41 @@
+"""Ideal bytes derived from a compiled graph: writes of the mutating ops + reads of the gathers."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from compile_checks.case import Case, run_case
+from compile_checks.reports.ideal import FinalGraphs, GraphIdeal, ideal_bytes_per_run, record_final_graphs
+
+
+def _aten_commit(k: torch.Tensor, v: torch.Tensor, new_k: torch.Tensor, new_v: torch.Tensor,
+                 slots: torch.Tensor, window: torch.Tensor) -> torch.Tensor:
+    out = k.index_select(0, window).sum() + v.index_select(0, window).sum()
+    k[slots] = new_k  # index_put_: an engine's plain-ATen commit
+    v[slots] = new_v
+    return out
+
+
+@pytest.mark.compile
+def test_plain_aten_commit_counts_values_written_and_window_read() -> None:
+    k, v = torch.zeros(64, 2, 8), torch.zeros(64, 2, 8)
+    new_k, new_v = torch.randn(4, 2, 8), torch.randn(4, 2, 8)
+    case = Case(name="aten", fn=_aten_commit, args=(k, v, new_k, new_v, torch.arange(8, 12), torch.arange(8)),
+                pools={"k": k, "v": v})
+    with record_final_graphs() as graphs:
+        result = run_case(case, analysis_only=True)
+    assert graphs.errors == []
+    # writes: new_k + new_v (4 x 2 x 8 fp32 each; the long slot index is not pool data);
+    # reads: two 8-slot windows of 2 x 8 fp32
+    assert graphs.ideals == [GraphIdeal(write_bytes=2 * 4 * 64, read_bytes=2 * 8 * 64)]
+    assert ideal_bytes_per_run(graphs, result.report.region_calls, result.report.num_regions) == (1536, "graph")
+    assert torch.equal(k[8:12], new_k)  # the run really wrote the pools
+
+
+def test_graph_count_mismatch_is_not_derivable_not_guessed() -> None:
+    graphs = FinalGraphs(ideals=[GraphIdeal(10, 10), GraphIdeal(5, 5)])
+    assert ideal_bytes_per_run(graphs, {0: 3}, num_regions=1) == (
+        None, "not derivable: 2 final graphs for 1 compiled regions")
+    assert ideal_bytes_per_run(graphs, {0: 3, 1: 2}, num_regions=2) == (80, "graph")
+    assert ideal_bytes_per_run(FinalGraphs(errors=["ValueError: no hint"]), {}, 0)[0] is None
