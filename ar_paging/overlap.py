@@ -14,13 +14,13 @@ from __future__ import annotations
 import torch
 
 
-def byte_span(t: torch.Tensor) -> tuple[int, int] | None:
-    """``[first, last)`` byte addresses ``t`` may touch; ``None`` for an empty tensor."""
-    if t.numel() == 0:
-        return None
+def byte_span(t: torch.Tensor) -> tuple[int, int]:
+    """``[first, last)`` byte addresses ``t`` may touch; an empty range for an empty tensor."""
     start = t.data_ptr()
-    if t.is_contiguous():
+    if t.is_contiguous():  # the common case, and the cheapest (no stride walk)
         return start, start + t.nbytes
+    if t.numel() == 0:
+        return start, start
     # torch strides are non-negative: the furthest element is at sum((n - 1) * stride).
     extent = sum((n - 1) * s for n, s in zip(t.shape, t.stride()))
     return start, start + (extent + 1) * t.element_size()
@@ -42,8 +42,9 @@ def _element_byte_ranges(t: torch.Tensor, base: int) -> tuple[torch.Tensor, torc
     return starts, starts + itemsize
 
 
-def spans_overlap(a: tuple[int, int] | None, b: tuple[int, int] | None) -> bool:
-    return a is not None and b is not None and a[0] < b[1] and b[0] < a[1]
+def spans_overlap(a: tuple[int, int], b: tuple[int, int]) -> bool:
+    """Two non-empty byte ranges intersect."""
+    return a[0] < b[1] and b[0] < a[1] and a[0] < a[1] and b[0] < b[1]
 
 
 def tensors_overlap(a: torch.Tensor, b: torch.Tensor) -> bool:

@@ -87,6 +87,38 @@ def _check_shapes(
         )
 
 
+def _common_case_ok(
+    k_pool: torch.Tensor,
+    v_pool: torch.Tensor,
+    new_k: torch.Tensor,
+    new_v: torch.Tensor,
+    slot_mapping: torch.Tensor,
+) -> bool:
+    """The usual, valid call in ~1 us: same shapes/dtypes/devices, 3-D tokens + 1-D slots or 4-D + 2-D.
+
+    ``False`` only means "not the common case": ``_check_shapes`` then decides (and names the argument).
+    """
+    ks, nks, sm = k_pool.shape, new_k.shape, slot_mapping.shape
+    n = len(nks)
+    dtype, device = k_pool.dtype, k_pool.device
+    return (
+        len(ks) == 3
+        and v_pool.shape == ks
+        and new_v.shape == nks
+        and nks[n - 1] == ks[2]
+        and nks[n - 2] == ks[1]
+        and ((n == 3 and len(sm) == 1 and sm[0] == nks[0]) or (n == 4 and len(sm) == 2 and sm[0] == nks[0] and sm[1] == nks[1]))
+        and v_pool.dtype is dtype
+        and new_k.dtype is dtype
+        and new_v.dtype is dtype
+        and slot_mapping.dtype is torch.long
+        and v_pool.device == device
+        and new_k.device == device
+        and new_v.device == device
+        and slot_mapping.device == device
+    )
+
+
 def _check_no_aliasing(
     k_pool: torch.Tensor,
     v_pool: torch.Tensor,
@@ -96,20 +128,25 @@ def _check_no_aliasing(
 ) -> None:
     """No input may share bytes with a pool being written (metadata only, real tensors only).
 
-    Checked on byte spans first (one comparison per pair); only intersecting spans
-    go to the exact, stride-aware ``tensors_overlap``.
+    ``index_copy_`` from a source that overlaps its destination, or K and V in one
+    region, silently writes the wrong values. Byte spans first (one comparison per
+    pair); only intersecting spans go to the exact, stride-aware ``tensors_overlap``.
     """
     k_span, v_span = byte_span(k_pool), byte_span(v_pool)
     if spans_overlap(k_span, v_span) and tensors_overlap(k_pool, v_pool):
         raise ValueError("k_pool and v_pool overlap in memory: K and V must be two separate regions")
     for name, t in (("new_k", new_k), ("new_v", new_v), ("slot_mapping", slot_mapping)):
         span = byte_span(t)
-        for pool_name, pool, pool_span in (("k_pool", k_pool, k_span), ("v_pool", v_pool, v_span)):
-            if spans_overlap(span, pool_span) and tensors_overlap(t, pool):
-                raise ValueError(
-                    f"{name} overlaps {pool_name} in memory: the write would read slots it has already "
-                    f"overwritten; pass a copy ({name}.clone())"
-                )
+        if spans_overlap(span, k_span) and tensors_overlap(t, k_pool):
+            pool_name = "k_pool"
+        elif spans_overlap(span, v_span) and tensors_overlap(t, v_pool):
+            pool_name = "v_pool"
+        else:
+            continue
+        raise ValueError(
+            f"{name} overlaps {pool_name} in memory: the write would read slots it has already "
+            f"overwritten; pass a copy ({name}.clone())"
+        )
 
 
 def _check_slot_values(slots: torch.Tensor, num_slots: int) -> None:
@@ -134,14 +171,17 @@ def _paged_write_impl(
     slot_mapping: torch.Tensor,
 ) -> None:
     """Write ``new_k`` / ``new_v`` into ``k_pool`` / ``v_pool`` at ``slot_mapping`` (in place)."""
-    _check_shapes(k_pool, v_pool, new_k, new_v, slot_mapping)
+    if not _common_case_ok(k_pool, v_pool, new_k, new_v, slot_mapping):
+        _check_shapes(k_pool, v_pool, new_k, new_v, slot_mapping)
     _check_no_aliasing(k_pool, v_pool, new_k, new_v, slot_mapping)
-    slots = slot_mapping.reshape(-1)
+    # Views cost ~1 us each on this path: take them only when the layout needs one.
+    slots = slot_mapping if slot_mapping.dim() == 1 else slot_mapping.reshape(-1)
+    if new_k.dim() == 4:
+        new_k, new_v = new_k.flatten(0, 1), new_v.flatten(0, 1)
     if debug_checks_enabled():
         _check_slot_values(slots, k_pool.shape[0])
-    head_shape = k_pool.shape[1:]
-    k_pool.index_copy_(0, slots, new_k.reshape(-1, *head_shape))
-    v_pool.index_copy_(0, slots, new_v.reshape(-1, *head_shape))
+    k_pool.index_copy_(0, slots, new_k)
+    v_pool.index_copy_(0, slots, new_v)
 
 
 def _paged_write_fake(
