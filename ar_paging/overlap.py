@@ -27,8 +27,15 @@ def byte_span(t: torch.Tensor) -> tuple[int, int]:
 
 
 def _is_dense(t: torch.Tensor) -> bool:
-    """Every byte of the span belongs to an element (no gaps between elements)."""
-    return t.is_contiguous() or t.is_non_overlapping_and_dense()
+    """Every byte of the span belongs to exactly one element (a permuted contiguous layout)."""
+    if t.is_contiguous():
+        return True
+    expected = 1
+    for stride, size in sorted((s, n) for n, s in zip(t.shape, t.stride()) if n != 1):
+        if stride != expected:  # a gap (stride too big) or self-overlap (stride 0 / too small)
+            return False
+        expected *= size
+    return True
 
 
 def _element_byte_ranges(t: torch.Tensor, base: int) -> tuple[torch.Tensor, torch.Tensor]:
