@@ -9,8 +9,8 @@ slots once per chunk (``resident_window``); the compiled step gathers with
 resident block to ``block * block_size + arange(block_size)``: its cost is
 O(table length + resident tokens), independent of how much history was evicted,
 and a table already on the pool's device is never copied host-to-device. It
-synchronises once (the number of resident tokens is data) and validates the
-table in that same sync.
+synchronises twice: once for the number of resident blocks (data), once for
+all the value checks on those blocks.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import torch
 
 from ar_paging.debug_checks import debug_checks_enabled
-from ar_paging.slot_mapping import INT64_MAX, as_block_table, check_block_range, check_int
+from ar_paging.slot_mapping import as_block_table, check_block_range, check_int
 
 
 @dataclass(frozen=True)
@@ -59,30 +59,25 @@ def resident_window(
         raise ValueError(f"num_tokens {num_tokens} exceeds the block table's {table.numel()} blocks x {block_size}")
     num_blocks = -(-num_tokens // block_size)
     blocks = table[:num_blocks]
-    empty = table.new_empty(0)
-    if num_blocks == 0:
+    # nonzero syncs once (its size is data); everything after is O(resident blocks).
+    block_index = torch.nonzero(blocks != null_block_id).squeeze(1)
+    resident = blocks[block_index]
+    if resident.numel() == 0:
+        empty = table.new_empty(0)
         return ResidentWindow(slots=empty, positions=empty)
-    keep = blocks != null_block_id
-    # One sync for everything data-dependent: count, last block's residency, min/max, duplicates.
-    lowest = torch.where(keep, blocks, INT64_MAX).min()
-    highest = torch.where(keep, blocks, -1).max()
-    # Non-resident entries become distinct negatives so they never look like duplicates.
-    distinct = torch.where(keep, blocks, -1 - torch.arange(num_blocks, device=blocks.device))
-    ordered = distinct.sort().values
-    has_dup = (ordered[1:] == ordered[:-1]).any() if num_blocks > 1 else keep.new_zeros(())
-    stats = torch.stack([keep.sum(), keep[-1].long(), lowest, highest, has_dup.long()]).tolist()
-    num_resident, last_resident, lo, hi, dup = stats
-    if num_resident == 0:
-        return ResidentWindow(slots=empty, positions=empty)
+    # One more sync for every value check: range, duplicates, and whether the last block is resident.
+    lo, hi = torch.aminmax(resident)
+    ordered = resident.sort().values
+    has_dup = (ordered[1:] == ordered[:-1]).any()
+    lo, hi, dup, last = torch.stack([lo, hi, has_dup.long(), block_index[-1]]).tolist()
     check_block_range(lo, hi, block_size, num_slots, "block_ids")
     if dup:
         raise ValueError("block_ids holds a real block twice: two positions would read one slot")
-    block_index = torch.nonzero_static(keep, size=num_resident).squeeze(1)
     offsets = torch.arange(block_size, device=blocks.device)
-    slots = (blocks[block_index].unsqueeze(1) * block_size + offsets).reshape(-1)
+    slots = (resident.unsqueeze(1) * block_size + offsets).reshape(-1)
     positions = (block_index.unsqueeze(1) * block_size + offsets).reshape(-1)
     overhang = num_blocks * block_size - num_tokens  # the last block may be partly ahead of num_tokens
-    if last_resident and overhang:
+    if last == num_blocks - 1 and overhang:
         slots, positions = slots[:-overhang], positions[:-overhang]
     return ResidentWindow(slots=slots, positions=positions)
 

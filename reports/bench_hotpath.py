@@ -167,21 +167,24 @@ def dispatch_table(*, tokens: int = 16, rounds: int = 41) -> pd.DataFrame:
 # ── compiled commit step ────────────────────────────────────────────────────
 
 
-def _mix(k_pool, v_pool, x, wk, wv, window_slots):
-    kw, vw = k_pool.index_select(0, window_slots), v_pool.index_select(0, window_slots)
-    ctx = kw.mean(0) + vw.mean(0)  # (heads, dim): the window feeds the chunk's K/V
-    t, (heads, dim) = x.shape[0], ctx.shape
-    return (x @ wk).view(t, heads, dim) + ctx, (x @ wv).view(t, heads, dim) - ctx, ctx
+def _mix(k_pool, v_pool, x, window_slots):
+    """One attention read of the window by the chunk (heads folded), whose output feeds the commit."""
+    t, w = x.shape[0], window_slots.shape[0]
+    kw = k_pool.index_select(0, window_slots).reshape(w, -1)
+    vw = v_pool.index_select(0, window_slots).reshape(w, -1)
+    q = x.reshape(t, -1)
+    ctx = (torch.softmax(q @ kw.T / q.shape[1] ** 0.5, dim=-1) @ vw).view_as(x)
+    return x + ctx, x - ctx, ctx
 
 
-def step_paged_write(k_pool, v_pool, x, wk, wv, window_slots, commit_slots):
-    new_k, new_v, ctx = _mix(k_pool, v_pool, x, wk, wv, window_slots)
+def step_paged_write(k_pool, v_pool, x, window_slots, commit_slots):
+    new_k, new_v, ctx = _mix(k_pool, v_pool, x, window_slots)
     torch.ops.ar_paging.paged_write(k_pool, v_pool, new_k, new_v, commit_slots)
     return ctx.sum()
 
 
-def step_native(k_pool, v_pool, x, wk, wv, window_slots, commit_slots):
-    new_k, new_v, ctx = _mix(k_pool, v_pool, x, wk, wv, window_slots)
+def step_native(k_pool, v_pool, x, window_slots, commit_slots):
+    new_k, new_v, ctx = _mix(k_pool, v_pool, x, window_slots)
     k_pool.index_copy_(0, commit_slots, new_k)
     v_pool.index_copy_(0, commit_slots, new_v)
     return ctx.sum()
@@ -199,17 +202,22 @@ def compiled_step_table(
     for window in windows:
         num_slots = max(4096, 2 * (window + chunk))
         k, v = torch.randn(num_slots, heads, dim, generator=gen), torch.randn(num_slots, heads, dim, generator=gen)
-        hidden = heads * dim
-        x = torch.randn(chunk, hidden, generator=gen)
-        wk, wv = torch.randn(hidden, hidden, generator=gen) / hidden, torch.randn(hidden, hidden, generator=gen) / hidden
+        x = torch.randn(chunk, heads, dim, generator=gen)
         perm = torch.randperm(num_slots, generator=gen)
         window_slots, commit_slots = perm[:window], perm[window : window + chunk]
-        args = (k, v, x, wk, wv, window_slots, commit_slots)
+        args = (k, v, x, window_slots, commit_slots)
         torch._dynamo.reset()
         compiled = {
             "native index_copy_": torch.compile(step_native, fullgraph=True, dynamic=False),
             "paged_write": torch.compile(step_paged_write, fullgraph=True, dynamic=False),
         }
+        for name, fn in compiled.items():  # same pools as the eager step, or the timing is meaningless
+            got = (k.clone(), v.clone())
+            fn(*got, *args[2:])
+            want = (k.clone(), v.clone())
+            step_native(*want, *args[2:])
+            if not all(torch.allclose(a, b, atol=1e-5) for a, b in zip(got, want)):
+                raise AssertionError(f"compiled step '{name}' at window {window} differs from eager")
         fns = {name: (lambda fn=fn: fn(*args)) for name, fn in compiled.items()}
         rows += _rows(interleaved_medians(fns, "native index_copy_", rounds=rounds), window=window, chunk=chunk)
     return pd.DataFrame(rows)
