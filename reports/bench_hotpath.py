@@ -285,9 +285,12 @@ TABLES: dict[str, Callable[..., pd.DataFrame]] = {
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m reports.bench_hotpath", description=__doc__.split("\n")[0])
-    parser.add_argument("tables", nargs="*", choices=[*TABLES, []], help="which tables (default: all)")
+    parser.add_argument("tables", nargs="*", metavar="TABLE", help=f"any of {', '.join(TABLES)} (default: all)")
     parser.add_argument("--rounds", type=int, default=None, help="interleaved rounds per row")
     args = parser.parse_args(argv)
+    unknown = [t for t in args.tables if t not in TABLES]
+    if unknown:
+        parser.error(f"unknown table(s) {unknown}; choose from {list(TABLES)}")
     torch.set_num_threads(1)
     print(f"torch {torch.__version__}, 1 thread, debug checks {'on' if ar_paging.debug_checks_enabled() else 'off'}")
     for name in args.tables or TABLES:
