@@ -107,7 +107,10 @@ def _common_case_ok(
         and new_v.shape == nks
         and nks[n - 1] == ks[2]
         and nks[n - 2] == ks[1]
-        and ((n == 3 and len(sm) == 1 and sm[0] == nks[0]) or (n == 4 and len(sm) == 2 and sm[0] == nks[0] and sm[1] == nks[1]))
+        and (
+            (n == 3 and len(sm) == 1 and sm[0] == nks[0])
+            or (n == 4 and len(sm) == 2 and sm[0] == nks[0] and sm[1] == nks[1])
+        )
         and v_pool.dtype is dtype
         and new_k.dtype is dtype
         and new_v.dtype is dtype

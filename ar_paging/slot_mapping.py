@@ -26,7 +26,9 @@ def check_int(value: object, name: str, *, minimum: int | None = None) -> int:
     if isinstance(value, bool) or not hasattr(type(value), "__index__"):
         raise ValueError(f"{name} must be an int, got {type(value).__name__} {value!r}")
     if isinstance(value, torch.Tensor) and (value.dim() != 0 or value.device.type != "cpu"):
-        raise ValueError(f"{name} must be a Python int (or a 0-d CPU tensor), got a tensor of shape {tuple(value.shape)}")
+        raise ValueError(
+            f"{name} must be a Python int (or a 0-d CPU tensor), got a tensor of shape {tuple(value.shape)}"
+        )
     try:
         result = operator.index(value)
     except TypeError as err:  # e.g. a float tensor

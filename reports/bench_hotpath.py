@@ -145,7 +145,8 @@ def eager_op_table(tokens: Sequence[int] = (16, 1024), *, num_slots: int = 8192,
                 "paged_write": lambda: torch.ops.ar_paging.paged_write(k, v, nk, nv, s),
                 "paged_write before (custom_op + 3 syncs)": lambda: ops.previous(k, v, nk, nv, s),
             }
-            rows += _rows(interleaved_medians(fns, "bare index_copy_ (K and V)", rounds=rounds), geometry=geometry, tokens=n)
+            results = interleaved_medians(fns, "bare index_copy_ (K and V)", rounds=rounds)
+            rows += _rows(results, geometry=geometry, tokens=n)
     return pd.DataFrame(rows)
 
 
@@ -226,7 +227,9 @@ def compiled_step_table(
 # ── resident_window ─────────────────────────────────────────────────────────
 
 
-def reference_resident_window(table: torch.Tensor, block_size: int, null_block_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+def reference_resident_window(
+    table: torch.Tensor, block_size: int, null_block_id: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The bare vectorized expansion (whole blocks, no validation): the floor to compare against."""
     index = torch.nonzero(table != null_block_id).squeeze(1)
     offsets = torch.arange(block_size)

@@ -77,7 +77,8 @@ def test_default_paged_write_performs_no_sync(layout):
 def test_debug_mode_sync_is_seen_by_the_same_check(debug_checks):
     """Negative control: with the range/duplicate checks on, the profiler check finds the syncs."""
     k, v = pools()
-    names = profiled_ops(lambda: torch.ops.ar_paging.paged_write(k, v, torch.randn(8, H, D), torch.randn(8, H, D), torch.arange(8)))
+    new_k, new_v, slots = torch.randn(8, H, D), torch.randn(8, H, D), torch.arange(8)
+    names = profiled_ops(lambda: torch.ops.ar_paging.paged_write(k, v, new_k, new_v, slots))
     found = sync_ops(names)
     assert any(n.startswith("aten::_local_scalar_dense") for n in found), names
     assert any("unique" in n for n in found), names
@@ -215,7 +216,8 @@ def test_kv_halves_of_one_allocation_are_not_overlapping():
     assert not tensors_overlap(kv[0], kv[1])
     interleaved = torch.zeros(N, 2, H, D)
     assert not tensors_overlap(interleaved[:, 0], interleaved[:, 1])
-    torch.ops.ar_paging.paged_write(interleaved[:, 0], interleaved[:, 1], torch.ones(2, H, D), torch.ones(2, H, D) * 2, torch.tensor([3, 9]))
+    new, slots = torch.ones(2, H, D), torch.tensor([3, 9])
+    torch.ops.ar_paging.paged_write(interleaved[:, 0], interleaved[:, 1], new, new * 2, slots)
     assert interleaved[[3, 9], 0].eq(1).all() and interleaved[[3, 9], 1].eq(2).all()
 
 
@@ -233,7 +235,8 @@ def _byte_set(t: torch.Tensor, base: int) -> set[int]:
     """Brute force: every byte address of every element (the reference for tensors_overlap)."""
     size = t.element_size()
     out = set()
-    for index in torch.cartesian_prod(*[torch.arange(n) for n in t.shape]).reshape(-1, t.dim()).tolist() if t.numel() else []:
+    indices = torch.cartesian_prod(*[torch.arange(n) for n in t.shape]).reshape(-1, t.dim()).tolist()
+    for index in indices if t.numel() else []:
         offset = sum(i * s for i, s in zip(index, t.stride()))
         start = t.data_ptr() - base + offset * size
         out.update(range(start, start + size))
