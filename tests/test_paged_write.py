@@ -12,7 +12,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import ar_paging  # noqa: F401 - registers torch.ops.ar_paging
+import ar_paging  # registers torch.ops.ar_paging
 from ar_paging import pool_write_chunk
 from _checks import check_rejects
 
@@ -131,9 +131,6 @@ BAD_WRITES = {
         dict(new_k=torch.ones(L, H, D), new_v=torch.ones(L, H, D), slot_mapping=torch.arange(L).reshape(1, L)),
         "slot_mapping",
     ),
-    "slot_past_pool": (dict(slot_mapping=torch.tensor([[0, 1, 2], [3, 4, NUM_SLOTS]])), "slot_mapping"),
-    "slot_negative": (dict(slot_mapping=torch.tensor([[0, 1, 2], [3, 4, -1]])), "slot_mapping"),
-    "slot_duplicate": (dict(slot_mapping=torch.tensor([[0, 1, 2], [3, 4, 0]])), "slot_mapping"),
     "new_k_heads_mismatch": (dict(new_k=torch.ones(B, L, H + 1, D), new_v=torch.ones(B, L, H + 1, D)), "new_k"),
     "new_k_head_dim_mismatch": (dict(new_k=torch.ones(B, L, H, D * 2)), "new_k"),
     "new_k_2d": (dict(new_k=torch.ones(L, H * D)), "new_k"),
@@ -148,16 +145,48 @@ BAD_WRITES = {
     "new_k_device": (dict(new_k=torch.ones(B, L, H, D, device=OTHER_DEVICE)), "new_k"),
 }
 
+# Slot *values*: checked only in debug mode (they cost a device sync); made valid by ar_paging.slot_mapping.
+BAD_SLOT_VALUES = {
+    "slot_past_pool": (dict(slot_mapping=torch.tensor([[0, 1, 2], [3, 4, NUM_SLOTS]])), "slot_mapping"),
+    "slot_negative": (dict(slot_mapping=torch.tensor([[0, 1, 2], [3, 4, -1]])), "slot_mapping"),
+    "slot_duplicate": (dict(slot_mapping=torch.tensor([[0, 1, 2], [3, 4, 0]])), "slot_mapping"),
+}
 
-@pytest.mark.parametrize("case", list(BAD_WRITES))
-def test_bad_write_is_a_named_value_error_and_writes_nothing(case):
-    override, match = BAD_WRITES[case]
+
+@pytest.fixture
+def debug_checks():
+    """Debug mode on for one test, restored after."""
+    before = ar_paging.debug_checks_enabled()
+    ar_paging.set_debug_checks(True)
+    yield
+    ar_paging.set_debug_checks(before)
+
+
+def check_rejected_without_writing(override: dict, match: str) -> None:
     args = _args(**override)
-    k_before = args["k_pool"].clone()
+    k_before, v_before = args["k_pool"].clone(), args["v_pool"].clone()
     with pytest.raises(ValueError, match=match):
         torch.ops.ar_paging.paged_write(**args)
     assert torch.equal(args["k_pool"], k_before), "a rejected commit must not write anything"
+    assert torch.equal(args["v_pool"], v_before), "a rejected commit must not write anything"
 
+
+@pytest.mark.parametrize("case", list(BAD_WRITES))
+def test_bad_write_is_a_named_value_error_and_writes_nothing(case):
+    check_rejected_without_writing(*BAD_WRITES[case])
+
+
+@pytest.mark.parametrize("case", list(BAD_SLOT_VALUES))
+def test_bad_slot_values_rejected_in_debug_mode(case, debug_checks):
+    check_rejected_without_writing(*BAD_SLOT_VALUES[case])
+
+
+def test_bad_slot_values_pass_unchecked_by_default():
+    """Negative control for the debug switch: by default a duplicate slot is not looked at (no sync)."""
+    assert not ar_paging.debug_checks_enabled()
+    args = _args(**BAD_SLOT_VALUES["slot_duplicate"][0])
+    torch.ops.ar_paging.paged_write(**args)  # no error: one of the two writes lands
+    assert args["k_pool"][0].eq(1).all()
 
 
 
@@ -165,8 +194,8 @@ def test_bad_write_is_a_named_value_error_and_writes_nothing(case):
     "case",
     ["slot_mapping_1d_with_batch", "slot_mapping_int32", "slot_past_pool", "slot_duplicate", "new_k_heads_mismatch"],
 )
-def test_spec_version_misses_the_error(case):
-    override, match = BAD_WRITES[case]
+def test_spec_version_misses_the_error(case, debug_checks):
+    override, match = {**BAD_WRITES, **BAD_SLOT_VALUES}[case]
     check_rejects(lambda: pool_write_chunk(**_args(**override)), match)
     with pytest.raises(AssertionError):
         check_rejects(lambda: spec_pool_write_chunk(**_args(**override)), match)

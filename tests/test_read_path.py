@@ -76,9 +76,12 @@ def test_pool_validation(kwargs, match):
 
 
 @settings(deadline=None, max_examples=60)
-@given(data=st.data(), block_size=st.integers(1, 8), null_id=st.integers(0, 3))
-def test_resident_window_matches_token_walk(data, block_size, null_id):
-    table = data.draw(st.lists(st.integers(0, 30), min_size=1, max_size=10))
+@given(data=st.data(), block_size=st.integers(1, 8), null_id=st.integers(0, 3), as_tensor=st.booleans())
+def test_resident_window_matches_token_walk(data, block_size, null_id, as_tensor):
+    real = data.draw(st.lists(st.integers(0, 30).filter(lambda b: b != null_id), max_size=10, unique=True))
+    table = list(real)
+    for index in data.draw(st.lists(st.integers(0, 10), min_size=1 if not real else 0, max_size=6)):
+        table.insert(min(index, len(table)), null_id)  # the null block repeats, real blocks never do
     num_tokens = data.draw(st.integers(0, len(table) * block_size))
     slots, positions = [], []
     pos = 0
@@ -88,7 +91,7 @@ def test_resident_window_matches_token_walk(data, block_size, null_id):
                 slots.append(block * block_size + offset)
                 positions.append(pos)
             pos += 1
-    window = resident_window(table, num_tokens, block_size, null_id)
+    window = resident_window(torch.tensor(table) if as_tensor else table, num_tokens, block_size, null_id)
     assert window.slots.tolist() == slots
     assert window.positions.tolist() == positions
     assert len(window) == len(slots)
@@ -99,7 +102,7 @@ def test_resident_window_matches_token_walk(data, block_size, null_id):
     [
         (lambda k, v: read_window(k, v, [1, 2], 9, 4, 0), "num_tokens"),
         (lambda k, v: read_window(k, v, [1, 2], -1, 4, 0), "num_tokens"),
-        (lambda k, v: read_window(k, v, [1, 5], 8, 4, 0), "block table"),
+        (lambda k, v: read_window(k, v, [1, 5], 8, 4, 0), "block_ids"),
         (lambda k, v: read_window(k, v, [1, 2], 4, 0, 0), "block_size"),
         (lambda k, v: read_window(k, v, torch.tensor([1.0, 2.0]), 4, 4, 0), "block_ids"),
         (lambda k, v: gather_window(k, v, torch.tensor([0, 1], dtype=torch.int32)), "slots"),

@@ -77,9 +77,21 @@ def test_chunk_past_the_table_is_rejected(data, table):
         chunk_slot_mapping(block_ids, start, chunk_size, block_size)
 
 
+@st.composite
+def tables_with_nulls(draw, max_id: int = 20):
+    """A block table whose real blocks are distinct and whose null block may repeat."""
+    null_id = draw(st.integers(0, max_id))
+    real = draw(st.lists(st.integers(0, max_id).filter(lambda b: b != null_id), max_size=12, unique=True))
+    table = list(real)
+    for index in draw(st.lists(st.integers(0, 12), max_size=6)):
+        table.insert(min(index, len(table)), null_id)
+    return table, null_id
+
+
 @SETTINGS
-@given(block_ids=st.lists(st.integers(0, 20), max_size=15), null_id=st.integers(0, 20))
-def test_resident_block_ids_drops_exactly_the_null_block(block_ids, null_id):
+@given(table=tables_with_nulls())
+def test_resident_block_ids_drops_exactly_the_null_block(table):
+    block_ids, null_id = table
     expected = []
     for b in block_ids:
         if b != null_id:
