@@ -301,7 +301,29 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=1,
                    help="CPU threads (default 1: steadier on a shared machine; the clone is a memory copy)")
     p.add_argument("--cpu-only", action="store_true", help="skip CUDA even when available")
+    p.add_argument("--hotpath", choices=("on", "off", "only"), default="on",
+                   help="also run the ar_paging hot-path tables (reports.bench_hotpath): eager op vs bare "
+                        "index_copy_, op registration cost, compiled step vs native index_copy_, resident_window; "
+                        "'only' skips the clone-size sweep")
     return p
+
+
+def _hotpath_tables(out: Path) -> str:
+    """Run every reports.bench_hotpath table; write bench_hotpath.{csv,md}; return the Markdown."""
+    import pandas as pd
+
+    from reports.bench_hotpath import TABLES
+
+    torch.set_num_threads(1)
+    frames, parts = [], ["# ar_paging hot path (1 thread, interleaved medians)"]
+    for name, table in TABLES.items():
+        df = table()
+        frames.append(df.assign(table=name))
+        parts.append(f"\n## {name}\n\n{df.to_markdown(index=False)}")
+    pd.concat(frames, ignore_index=True).to_csv(out / "bench_hotpath.csv", index=False)
+    md = "\n".join(parts) + "\n"
+    (out / "bench_hotpath.md").write_text(md)
+    return md
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -330,6 +352,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         devices.append(torch.device("cuda"))
     else:
         print(f"reports.bench: CUDA skipped: torch.cuda.is_available() is False (torch {torch.__version__})")
+    if args.hotpath != "off":
+        hotpath_md = _hotpath_tables(args.out)
+        if args.hotpath == "only":
+            print(hotpath_md)
+            return 0
     g = BenchGeometry()
     command = "python -m reports.bench " + " ".join(argv if argv is not None else sys.argv[1:])
     rows: list[BenchRow] = []
