@@ -18,7 +18,7 @@ from compile_checks.case import PIPELINES, Case, CaseResult, run_case
 from compile_checks.scenarios.host_loop import RunStats, make_driver, make_verify, pools_written, run_loop
 from compile_checks.scenarios.layouts import build_model
 from compile_checks.scenarios.model import make_weights
-from compile_checks.scenarios.registry import DEFAULT_GATE, scenario
+from compile_checks.scenarios.registry import DEFAULT_GATE, SCENARIOS
 from compile_checks.scenarios.spec import Scenario
 
 if TYPE_CHECKING:
@@ -31,12 +31,14 @@ def case_name(s: Scenario, pipeline: str) -> str:
     return s.name if pipeline == "stock" else f"{s.name}@{pipeline}"
 
 
-def _resolve(name_or_scenario: str | Scenario) -> Scenario:
+def _resolve(name_or_scenario: str | Scenario, arg: str = "name_or_scenario") -> Scenario:
     if isinstance(name_or_scenario, Scenario):
         return name_or_scenario
     if isinstance(name_or_scenario, str):
-        return scenario(name_or_scenario)
-    raise ValueError(f"name_or_scenario must be a scenario name or a Scenario, got {type(name_or_scenario).__name__}")
+        if name_or_scenario not in SCENARIOS:
+            raise ValueError(f"{arg}: unknown scenario {name_or_scenario!r}; valid: {', '.join(SCENARIOS)}")
+        return SCENARIOS[name_or_scenario]
+    raise ValueError(f"{arg} must be a scenario name or a Scenario, got {type(name_or_scenario).__name__}")
 
 
 def scenario_case(
@@ -83,7 +85,7 @@ def builtin_cases(names: Iterable[str] | None = None, pipelines: Sequence[str] =
         raise ValueError(f"pipelines must be drawn from {PIPELINES}, got {bad}")
     if isinstance(names, str):
         raise ValueError(f"names must be a sequence of scenario names, got the string {names!r}")
-    chosen = [scenario(n) for n in (DEFAULT_GATE if names is None else names)]
+    chosen = [_resolve(n, "names") for n in (DEFAULT_GATE if names is None else names)]
     return [scenario_case(s, p) for s in chosen for p in pipelines]
 
 
