@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from compile_checks.case import PIPELINES, Case, CaseResult, run_case
-from compile_checks.scenarios.host_loop import RunStats, make_driver, make_verify, pools_written, run_loop
+from compile_checks.scenarios.host_loop import RunStats, make_driver, make_verify, pools_written
 from compile_checks.scenarios.layouts import build_model
 from compile_checks.scenarios.model import make_weights
 from compile_checks.scenarios.registry import DEFAULT_GATE, SCENARIOS
@@ -182,4 +182,4 @@ def _progress(s: Scenario, enabled: bool) -> tuple[Any, Callable[[], None] | Non
     return bar, lambda: bar.update(1)
 
 
-__all__ = ["ScenarioResult", "builtin_cases", "case_name", "run_loop", "run_scenario", "scenario_case"]
+__all__ = ["ScenarioResult", "builtin_cases", "case_name", "run_scenario", "scenario_case"]
