@@ -1,0 +1,39 @@
+"""Built-in scenarios: a small causal video-DiT denoising loop on ar_paging, checked for pool clones.
+
+Each scenario (:mod:`.spec`) is one engine shape: pool layout (:mod:`.layouts`), attention and
+commit placement (:mod:`.model`), the host loop with vLLM block tables and chunk-window
+eviction (:mod:`.host_loop`). :func:`scenario_case` turns it into a ``Case`` that
+``compile_checks.case.run_case`` checks (the same path a user's case takes); the same loop
+runs eagerly on fresh pools and the compiled pools must match. :mod:`.registry` holds the
+scenarios, the default gate (clean shapes + negative controls) and the full-compile smoke set.
+"""
+
+from compile_checks.scenarios.cases import ScenarioResult, builtin_cases, case_name, run_scenario, scenario_case
+from compile_checks.scenarios.registry import (
+    DEFAULT_GATE,
+    DEFAULT_GATE_CLEAN,
+    DEFAULT_GATE_NEGATIVE,
+    FULL_COMPILE_SMOKE,
+    SCENARIOS,
+    scenario,
+)
+from compile_checks.scenarios.spec import ATTENTIONS, COMMIT_OPS, COMMIT_ORDERS, LAYOUTS, Scenario
+
+__all__ = [
+    "ATTENTIONS",
+    "COMMIT_OPS",
+    "COMMIT_ORDERS",
+    "DEFAULT_GATE",
+    "DEFAULT_GATE_CLEAN",
+    "DEFAULT_GATE_NEGATIVE",
+    "FULL_COMPILE_SMOKE",
+    "LAYOUTS",
+    "SCENARIOS",
+    "Scenario",
+    "ScenarioResult",
+    "builtin_cases",
+    "case_name",
+    "run_scenario",
+    "scenario",
+    "scenario_case",
+]

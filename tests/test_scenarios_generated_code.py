@@ -1,0 +1,115 @@
+"""Each new scenario's verdict against the code Inductor generated for it (full compile).
+
+A pool copy in the generated code is an allocation of at least one pool's size in the
+compiled module's ``call`` (``empty_strided_cpu``): Inductor only allocates a buffer that
+big to clone a pool (a functionalization clone, or the buffer of a functional
+``index_put`` that is copied back). A clean commit writes the pools in place: no such buffer.
+
+One full compile per scenario, commit graph only (``denoise_steps=1``), cached per module.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from collections import Counter
+
+import pytest
+import torch
+from torch._inductor.utils import run_and_get_code
+
+from compile_checks.case import CaseResult, run_case
+from compile_checks.scenarios import SCENARIOS, Scenario, scenario_case
+
+pytestmark = pytest.mark.compile
+
+_ALLOC = re.compile(r"empty_strided_cpu\(\(([^)]*)\), \([^)]*\), torch\.(\w+)\)")
+
+# commit graph only, 2 chunks (the second reads a resident window); the whole-model region
+# of commit_before is 2 layers here (the gate runs 4) to keep the compile short
+_SHRINK = {"denoise_steps": 1, "num_chunks": 2}
+_SHRINK_WHOLE_MODEL = {**_SHRINK, "num_layers": 2, "layers_per_region": 2}
+
+NEW_SCENARIOS: dict[str, dict[str, int]] = {
+    "fused_kv_v1": _SHRINK,
+    "attn_op_commit_after": _SHRINK,
+    "attn_op_commit_last": _SHRINK,
+    "commit_before": _SHRINK_WHOLE_MODEL,
+    "commit_before_per_layer": _SHRINK,
+    "index_put_commit": _SHRINK,
+    "index_put_commit_last": _SHRINK,
+}
+
+
+def pool_sized_allocations(code: str, pool_bytes: int) -> list[int]:
+    """Bytes of every buffer the compiled module allocates that is at least one pool big."""
+    out = []
+    for shape, dtype in _ALLOC.findall(code):
+        numel = math.prod(int(d) for d in shape.replace(" ", "").split(",") if d)
+        nbytes = numel * getattr(torch, dtype).itemsize
+        if nbytes >= pool_bytes:
+            out.append(nbytes)
+    return out
+
+
+def test_pool_sized_allocations_parser() -> None:
+    code = (
+        "buf3 = empty_strided_cpu((1024, 2, 32), (64, 32, 1), torch.float32)\n"
+        "buf4 = empty_strided_cpu((131072, ), (1, ), torch.bfloat16)\n"
+        "buf5 = empty_strided_cpu((16, 64), (64, 1), torch.float32)\n"
+    )
+    assert pool_sized_allocations(code, 1024 * 2 * 32 * 4) == [1024 * 2 * 32 * 4, 131072 * 2]
+
+
+_CACHE: dict[str, tuple[Scenario, CaseResult, list[str]]] = {}
+
+
+def compiled(name: str) -> tuple[Scenario, CaseResult, list[str]]:
+    """(scenario, run_case result, generated modules) of one full compile, cached."""
+    if name not in _CACHE:
+        s = dataclasses.replace(SCENARIOS[name], **NEW_SCENARIOS[name])
+        result, codes = run_and_get_code(run_case, scenario_case(s))
+        assert codes, f"{name}: Inductor generated no code"
+        _CACHE[name] = (s, result, codes)
+    return _CACHE[name]
+
+
+def code_copies(name: str) -> list[int]:
+    s, _, codes = compiled(name)
+    return sorted(b for code in codes for b in pool_sized_allocations(code, s.pool_bytes))
+
+
+def check_copies(result: CaseResult) -> list[int]:
+    """Bytes of each distinct clone node the check reports (a graph shared by layers counts once)."""
+    return sorted({(c.region, c.node): c.nbytes for c in result.report.clones}.values())
+
+
+@pytest.mark.parametrize("name", list(NEW_SCENARIOS))
+def test_generated_code_shows_the_expected_verdict(name: str) -> None:
+    """Negative controls copy K and V (>= 2 pool-sized buffers); clean shapes allocate none."""
+    s, result, _ = compiled(name)
+    copies = code_copies(name)
+    if s.expect_clean:
+        assert copies == [], f"{name}: pool-sized buffers {copies} in a scenario expected clean"
+    else:
+        assert len(copies) >= 2, f"{name}: expected pool copies of K and V, generated code has {copies}"
+    assert result.eager_match, result.notes
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(
+            n,
+            marks=pytest.mark.xfail(strict=True, reason="needs ATen write detection (soundness)")
+            if SCENARIOS[n].commit_op == "index_put" and not SCENARIOS[n].expect_clean
+            else (),
+        )
+        for n in NEW_SCENARIOS
+    ],
+)
+def test_check_verdict_equals_the_generated_code(name: str) -> None:
+    """The check reports exactly the pool copies the generated code allocates (count and bytes)."""
+    _, result, _ = compiled(name)
+    assert check_copies(result) == code_copies(name)
