@@ -105,22 +105,9 @@ def time_interleaved(timed: Sequence[Timed], rounds: int = DEFAULT_ROUNDS) -> di
 
 def scenario_measure_case(scenario: Any) -> tuple[Any, int]:
     """A built-in scenario as a Case to time, and its denoising steps per run."""
-    import compile_checks.scenarios as scenarios
+    from compile_checks.scenarios import scenario_case
 
-    steps = scenario.num_chunks * scenario.denoise_steps
-    scenario_case = getattr(scenarios, "scenario_case", None)
-    if scenario_case is not None:
-        return scenario_case(scenario), steps
-    # FALLBACK until scenarios lands scenario_case: the host loop from the scenario's own pieces
-    from compile_checks.case import Case
-
-    model = scenarios.build_model(scenario, scenarios.make_weights(scenario))
-    return Case(
-        name=scenario.name, fn=model.region_fn(), pools=model.named_pools(),
-        expect_clean=scenario.expect_clean, dynamic=scenario.dynamic,
-        functionalization=scenario.functionalization, inductor_config=dict(scenario.inductor_config),
-        driver=lambda compiled: scenarios.run_loop(scenario, model, compiled),
-    ), steps
+    return scenario_case(scenario), scenario.num_chunks * scenario.denoise_steps
 
 
 def measure(cases: Sequence[tuple[Any, int | None]], rounds: int = DEFAULT_ROUNDS,
