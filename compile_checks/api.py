@@ -20,6 +20,7 @@ from compile_checks.attribution import build_report
 from compile_checks.backend import Probe, instrumented_inductor
 from compile_checks.dumping import annotate_report, write_index
 from compile_checks.findings import CloneReport, SurvivingClone
+from compile_checks.hooks import CheckSessionError, IncompatibleTorchError
 
 
 class CompileCheckError(RuntimeError):
@@ -44,14 +45,18 @@ class CloneCheck:
         dump_dir: str | os.PathLike[str] | None = None,
         inductor_config: Mapping[str, Any] | None = None,
         analysis_only: bool = False,
+        allow_unanalysed: bool = False,
     ) -> None:
         self.pools = dict(pools) if pools else None
+        # accept regions the check could not analyse (a backward graph, a HOP subgraph ...)
+        self.allow_unanalysed = allow_unanalysed
         self.inductor_config = dict(inductor_config or {})
         self.functionalization = functionalization
         self.dump_dir = str(Path(dump_dir).resolve()) if dump_dir is not None else None
         # analysis_only: dynamo + AOT + Inductor's post-grad passes run (so the verdict is the same),
         # lowering and C++ codegen do not; the post-grad FX graph itself is executed
         self.probe = Probe(analysis_only=analysis_only)
+        self.probe.set_pools(self.pools)
         self.report: CloneReport | None = None
         self._stack: contextlib.ExitStack | None = None
 
@@ -91,7 +96,7 @@ class CloneCheck:
         assert self._stack is not None
         self._stack.__exit__(*exc)
         self._stack = None
-        report = build_report(self.probe, self.pools, self.dump_dir)
+        report = build_report(self.probe, self.pools, self.dump_dir, allow_unanalysed=self.allow_unanalysed)
         if self.dump_dir is not None:
             report = annotate_report(report, self.probe, self.dump_dir)
             write_index(report, self.probe, self.dump_dir)
@@ -147,6 +152,8 @@ def analyze_pool_clones(
     functionalization: str = "v2",
     dump_dir: str | os.PathLike[str] | None = None,
     inductor_config: Mapping[str, Any] | None = None,
+    analysis_only: bool = False,
+    allow_unanalysed: bool = False,
     **kwargs: Any,
 ) -> CloneReport:
     """Compile ``fn`` with Inductor, run it once on ``args`` (pools really written), and report
@@ -155,9 +162,18 @@ def analyze_pool_clones(
     ``pools`` names the caller's buffers (``{"layer0.k": k, ...}``) so clones are attributed
     by storage; without it every mutated graph input counts (``pool=None``).
     ``report.output`` is what ``fn`` returned. ``inductor_config`` adds torch._inductor.config
-    patches for the check (e.g. ``{"reorder_for_locality": False}``).
+    patches for the check (e.g. ``{"reorder_for_locality": False}``). ``analysis_only`` stops
+    Inductor after its post-grad passes (same verdict, no codegen); ``allow_unanalysed``
+    accepts regions the check could not analyse.
     """
-    check = CloneCheck(pools=pools, functionalization=functionalization, dump_dir=dump_dir, inductor_config=inductor_config)
+    check = CloneCheck(
+        pools=pools,
+        functionalization=functionalization,
+        dump_dir=dump_dir,
+        inductor_config=inductor_config,
+        analysis_only=analysis_only,
+        allow_unanalysed=allow_unanalysed,
+    )
     with check:
         output = check.compile(fn, dynamic=dynamic)(*args, **kwargs)
     assert check.report is not None
@@ -196,6 +212,7 @@ def find_pool_clones(
     functionalization: str = "v2",
     dump_dir: str | os.PathLike[str] | None = None,
     inductor_config: Mapping[str, Any] | None = None,
+    analysis_only: bool = False,
     **kwargs: Any,
 ) -> list[SurvivingClone]:
     """The surviving pool clones of one compiled call of ``fn`` (``analyze_pool_clones(...).clones``)."""
@@ -207,30 +224,45 @@ def find_pool_clones(
         functionalization=functionalization,
         dump_dir=dump_dir,
         inductor_config=inductor_config,
+        analysis_only=analysis_only,
         **kwargs,
     ).clones
 
 
 def format_clone(c: SurvivingClone) -> str:
-    """One line per clone: op, argument, pool, bytes, where it is in the dump."""
+    """One line per clone: op, argument, pool, bytes, copy-back bytes, where it is in the dump."""
     where = f"{c.graph_file}:{c.line}" if c.graph_file else f"region {c.region} node {c.node} (no dump written)"
     pool = c.pool if c.pool is not None else "<unnamed input>"
     dtype = str(c.dtype).removeprefix("torch.")
+    what = "whole-buffer copy by a functional ATen write" if c.kind == "aten_write_copy" else "clone"
+    back = f", {c.written_bytes} bytes copied back" if c.written_bytes else ""
     return (
-        f"{c.op} argument {c.arg!r} (pool {pool}): clone of {c.nbytes} bytes "
-        f"{list(c.shape)} {dtype}, node {c.node} in region {c.region} at {where}"
+        f"{c.op} argument {c.arg!r} (pool {pool}): {what} of {c.nbytes} bytes "
+        f"{list(c.shape)} {dtype}{back}, node {c.node} in region {c.region} at {where}"
     )
 
 
 def format_report(report: CloneReport) -> str:
-    """Human-readable summary of a report (what ``assert_no_pool_clones`` raises with)."""
-    if report.clean:
-        return f"no surviving pool clones in {report.num_regions} compiled region(s)"
-    lines = [
-        f"{len(report.clones)} functionalization clone(s) of pools survived Inductor's reinplace pass "
-        f"({report.clone_bytes} bytes copied per execution of the regions):"
-    ]
-    lines += [f"  - {format_clone(c)}" for c in report.clones]
+    """Human-readable summary of a report (what ``assert_no_pool_clones`` raises with): every failure."""
+    if report.check_passed:
+        allowed = f" ({len(report.unanalysed)} unanalysed part(s) allowed)" if report.unanalysed else ""
+        return f"no surviving pool clones in {report.num_regions} compiled region(s){allowed}"
+    lines: list[str] = []
+    if report.clones:
+        lines.append(
+            f"{len(report.clones)} pool copy(ies) survived Inductor's reinplace pass "
+            f"({report.clone_bytes} bytes copied per execution of the regions):"
+        )
+        lines += [f"  - {format_clone(c)}" for c in report.clones]
+    if report.other_clones:
+        lines.append(f"{len(report.other_clones)} copy(ies) of a mutated caller tensor that matches no named pool:")
+        lines += [f"  - {format_clone(c)}" for c in report.other_clones]
+    if report.errors:
+        lines.append("check errors:")
+        lines += [f"  - {e}" for e in report.errors]
+    if report.unanalysed and not report.allow_unanalysed:
+        lines.append("not analysed (the check cannot call these clean; allow_unanalysed=True accepts them):")
+        lines += [f"  - {u}" for u in report.unanalysed]
     if report.dump_dir:
         lines.append(f"graph dumps: {report.dump_dir} (see index.md)")
     return "\n".join(lines)
@@ -244,9 +276,12 @@ def assert_no_pool_clones(
     functionalization: str = "v2",
     dump_dir: str | os.PathLike[str] | None = None,
     inductor_config: Mapping[str, Any] | None = None,
+    analysis_only: bool = False,
+    allow_unanalysed: bool = False,
     **kwargs: Any,
 ) -> CloneReport:
-    """Raise AssertionError naming op, argument, pool, bytes and dump file:line of each clone."""
+    """Raise AssertionError naming op, argument, pool, bytes and dump file:line of each clone,
+    and every other failure (a named pool never received, a region not analysed)."""
     report = analyze_pool_clones(
         fn,
         *args,
@@ -255,14 +290,17 @@ def assert_no_pool_clones(
         functionalization=functionalization,
         dump_dir=dump_dir,
         inductor_config=inductor_config,
+        analysis_only=analysis_only,
+        allow_unanalysed=allow_unanalysed,
         **kwargs,
     )
-    if not report.clean:
+    if not report.check_passed:
         raise AssertionError(format_report(report))
     return report
 
 
 __all__ = [
+    "CheckSessionError",
     "CloneCheck",
     "CompileCheckError",
     "analyze_pool_clones",
@@ -271,4 +309,5 @@ __all__ = [
     "find_pool_clones",
     "format_clone",
     "format_report",
+    "IncompatibleTorchError",
 ]

@@ -1,9 +1,10 @@
-"""Map clone sites (graph placeholders) to the caller's named pools, by storage.
+"""Turn what the probe saw into a :class:`CloneReport`: copies, pools, blind spots, failures.
 
-A placeholder's runtime tensor gives the storage pointer; the view the op
-receives gives offset/shape/stride inside it. For a fused ``(2, N, H, D)``
-allocation both ``layer0.k`` and ``layer0.v`` share the pointer; the view's
-storage offset tells them apart.
+Pools and bytes come from the runtime hits each compiled graph recorded on every call
+(:mod:`compile_checks.runtime_pools`): for a fused ``(2, N, H, D)`` allocation both
+``layer0.k`` and ``layer0.v`` share the pointer and the view's storage offset tells them
+apart; under ``dynamic=True`` each size gets its own bytes. Nothing the probe could not
+see is dropped: it becomes ``unanalysed`` (with its reason) or an ``error``.
 """
 
 from __future__ import annotations
@@ -12,114 +13,115 @@ from collections.abc import Mapping
 
 import torch
 
-from compile_checks.backend import Probe, StorageRef
+from compile_checks.backend import InnerGraph, Probe, Region
 from compile_checks.findings import CloneReport, MutatedArgRecord, SurvivingClone
-from compile_checks.graph_analysis import CloneSite, FunctionalizedArg, TensorGeometry, layer_of
+from compile_checks.functionalized import FunctionalizedArg
+from compile_checks.fx_helpers import layer_of
+from compile_checks.graph_analysis import CloneSite
+from compile_checks.runtime_pools import match_pool
+
+__all__ = ["build_report", "match_pool"]
 
 
-def _span(ref: StorageRef) -> tuple[int, int]:
-    geo = TensorGeometry(ref.shape, ref.stride, ref.storage_offset, ref.dtype)
-    return geo.element_span()
-
-
-def _real_view(site: CloneSite, placeholder: StorageRef) -> StorageRef | None:
-    """The op's view mapped back onto the placeholder's real storage (None if unknown)."""
-    if site.view is None or site.clone_source_offset is None:
-        return None
-    if site.clone_is_input:
-        # the input itself was cloned: the clone's offset 0 is the input's offset
-        offset = placeholder.storage_offset + site.view.storage_offset
-    else:
-        offset = site.clone_source_offset + site.view.storage_offset
-    return StorageRef(placeholder.data_ptr, offset, site.view.shape, site.view.stride, site.view.dtype)
-
-
-def match_pool(view: StorageRef | None, placeholder: StorageRef, pools: Mapping[str, torch.Tensor]) -> str | None:
-    """Name of the pool a mutated view belongs to: exact geometry, else containing, else same storage."""
-    refs = {name: StorageRef.of(t) for name, t in pools.items()}
-    same = {n: r for n, r in refs.items() if r.data_ptr == placeholder.data_ptr}
-    if not same:
-        return None
-    if view is not None:
-        for n, r in same.items():
-            if (r.storage_offset, r.shape, r.stride) == (view.storage_offset, view.shape, view.stride):
-                return n
-        vlo, vhi = _span(view)
-        containing = [(n, r) for n, r in same.items() if _span(r)[0] <= vlo and _span(r)[1] >= vhi]
-        if containing:
-            return min(containing, key=lambda nr: _span(nr[1])[1] - _span(nr[1])[0])[0]
-    for n, r in same.items():
-        if (r.storage_offset, r.shape, r.stride) == (
-            placeholder.storage_offset,
-            placeholder.shape,
-            placeholder.stride,
-        ):
-            return n
-    return next(iter(same))
-
-
-def _arg_pool(fa: FunctionalizedArg, sig: tuple[StorageRef | None, ...], pools: Mapping[str, torch.Tensor]) -> str | None:
-    """Pool of a functionalized mutated argument: its base input's storage + the argument's view."""
-    index = fa.placeholder_index
-    if index is None or index >= len(sig) or sig[index] is None:
-        return None
-    ref = sig[index]
-    assert ref is not None
-    view = ref
-    if fa.view is not None:
-        view = StorageRef(ref.data_ptr, fa.view.storage_offset, fa.view.shape, fa.view.stride, fa.view.dtype)
-    return match_pool(view, ref, pools)
-
-
-def build_report(probe: Probe, pools: Mapping[str, torch.Tensor] | None, dump_dir: str | None = None) -> CloneReport:
-    """Turn what the probe saw into a :class:`CloneReport` (one clone entry per distinct pool hit)."""
-    pools = dict(pools or {})
-    report = CloneReport(num_regions=len(probe.regions), dump_dir=dump_dir)
+def build_report(
+    probe: Probe,
+    pools: Mapping[str, torch.Tensor] | None,
+    dump_dir: str | None = None,
+    allow_unanalysed: bool = False,
+) -> CloneReport:
+    """One clone entry per distinct (copy site, pool, bytes) seen at runtime; failures listed."""
+    named = bool(pools)
+    report = CloneReport(num_regions=len(probe.regions), dump_dir=dump_dir, allow_unanalysed=allow_unanalysed)
     for region in probe.regions:
         report.region_calls[region.index] = region.calls
         report.region_kernel_bytes[region.index] = region.kernel_bytes
+        report.region_phase_seconds[region.index] = dict(region.phase_seconds)
+        report.unanalysed += _unanalysed(region)
         for inner in region.inner:
-            sigs = inner.input_signatures or [()]
-            for fa in inner.functionalized:
-                names = {_arg_pool(fa, s, pools) for s in sigs} if pools else {None}
-                for name in sorted(names, key=lambda n: (n is None, n or "")):
-                    report.mutated_args.append(
-                        MutatedArgRecord(op=fa.op, arg=fa.arg, reinplaced=not bool(fa.cloned), region=region.index, pool=name)
-                    )
-            for site in inner.clone_sites:
-                seen: set[str | None] = set()
-                for sig in sigs:
-                    ph = sig[site.placeholder_index] if site.placeholder_index < len(sig) else None
-                    name = None
-                    if ph is not None and pools:
-                        name = match_pool(_real_view(site, ph), ph, pools)
-                    if name in seen:
-                        continue
-                    seen.add(name)
-                    target = report.other_clones if (pools and name is None) else report.clones
-                    target.append(
-                        SurvivingClone(
-                            op=site.op,
-                            arg=site.arg,
-                            nbytes=site.clone.nbytes,
-                            shape=site.clone.shape,
-                            dtype=site.clone.dtype,
-                            pool=name,
-                            layer=layer_of(name),
-                            region=region.index,
-                            node=site.clone_node,
-                        )
-                    )
+            _add_mutated_args(report, region, inner)
+            _add_clones(report, region, inner, named)
+            recorder = inner.recorder
+            if recorder is not None:
+                report.errors += [f"region {region.index}: {p}" for p in sorted(recorder.problems)]
             _cross_check(region.index, inner.functionalized, inner.clone_sites, report.notes)
+    for name in pools or {}:
+        if name not in probe.received_pools:
+            report.unreceived_pools.append(name)
+            report.errors.append(
+                f"named pool {name!r} was never received by any compiled region "
+                "(a stale or rebuilt tensor? its copies could not be seen)"
+            )
     return report
 
 
+def _unanalysed(region: Region) -> list[str]:
+    """Why (parts of) a region could not be analysed; empty when all of it was."""
+    where = f"region {region.index} ({region.compiled_fn_name})"
+    if not region.inner:
+        return [f"{where}: Inductor compiled no graph through the check's inner compile"]
+    out: list[str] = []
+    for inner in region.inner:
+        kind = "backward graph" if inner.is_backward else "graph"
+        if inner.is_backward:
+            out.append(f"{where}: backward graph: copies made in a backward pass are not analysed")
+        elif not inner.post_grad_seen:
+            out.append(
+                f"{where}: no post-grad {kind} was observed (the check's Inductor hook did not fire: "
+                "a cache hit or a compile path that bypasses post_grad_passes)"
+            )
+        out += [f"{where}: {b}" for b in inner.blind_spots]
+    return out
+
+
+def _add_mutated_args(report: CloneReport, region: Region, inner: InnerGraph) -> None:
+    hits = inner.recorder.arg_hits if inner.recorder is not None else set()
+    for i, fa in enumerate(inner.functionalized):
+        names = sorted({h.pool for h in hits if h.arg == i}, key=lambda n: (n is None, n or "")) or [None]
+        for name in names:
+            report.mutated_args.append(
+                MutatedArgRecord(op=fa.op, arg=fa.arg, reinplaced=not bool(fa.cloned), region=region.index, pool=name)
+            )
+
+
+def _add_clones(report: CloneReport, region: Region, inner: InnerGraph, named: bool) -> None:
+    hits = inner.recorder.copy_hits if inner.recorder is not None else set()
+    for i, site in enumerate(inner.clone_sites):
+        site_hits = sorted((h for h in hits if h.site == i), key=lambda h: (h.pool is None, h.pool or "", h.nbytes))
+        if not site_hits:
+            # compiled but never run in the session: report the compile-time geometry
+            site_hits = [None]  # type: ignore[list-item]
+        for hit in site_hits:
+            clone = _clone(site, region, hit)
+            target = report.other_clones if (named and clone.pool is None) else report.clones
+            target.append(clone)
+
+
+def _clone(site: CloneSite, region: Region, hit: object) -> SurvivingClone:
+    pool = getattr(hit, "pool", None)
+    return SurvivingClone(
+        op=site.op,
+        arg=site.arg,
+        nbytes=getattr(hit, "nbytes", site.clone.nbytes),
+        shape=getattr(hit, "shape", site.clone.shape),
+        dtype=site.clone.dtype,
+        pool=pool,
+        layer=layer_of(pool),
+        region=region.index,
+        node=site.clone_node,
+        kind=site.kind,
+        written_bytes=getattr(hit, "written_bytes", sum(g.nbytes for g in site.written)),
+    )
+
+
 def _cross_check(region: int, functionalized: list[FunctionalizedArg], sites: list[CloneSite], notes: list[str]) -> None:
-    """Note where the reinplace decision (meta) and the final graph (clones found) disagree."""
+    """Note where the reinplace decision (meta) and the final graph disagree (custom-op clones only)."""
     cloned = {(f.op, f.arg) for f in functionalized if f.cloned}
-    found = {(s.op, s.arg) for s in sites}
+    found = {(s.op, s.arg) for s in sites if s.kind == "functionalization_clone"}
     for op, arg in sorted(cloned - found):
-        notes.append(f"region {region}: reinplace kept a clone of {op}.{arg} but no clone feeding it was found in the final graph")
+        notes.append(
+            f"region {region}: reinplace kept a clone for {op}.{arg} whose value is never written back into "
+            "a caller tensor (a copy the program asked for, e.g. x.clone(), not a pool copy)"
+        )
     for op, arg in sorted(found - cloned):
         if functionalized:
             notes.append(f"region {region}: a clone feeds {op}.{arg} though reinplace did not ask for one")

@@ -2,28 +2,30 @@
 
 ``torch.compile(fn, backend=probe.backend)`` goes through ``compile_fx`` as usual;
 for the duration of :func:`instrumented_inductor` two Inductor passes are wrapped
-(and restored afterwards):
+(and restored afterwards, whatever happens):
 
 * ``post_grad.reinplace_inplaceable_ops``: the graph is snapshotted just before
   (which nodes exist: a later clone not among them came from the decomposition)
   and read just after (``auto_functionalized*`` nodes then carry
   ``meta["only_clone_these_tensors"]``).
 * ``compile_fx.post_grad_passes``: the final post-grad graph (what Inductor
-  lowers) is read after it returns.
+  lowers) is read after it returns: its copy sites and its blind spots.
 
-The compiled callable of each inner graph is wrapped to record the real tensors
-it receives (placeholder order, so a clone's placeholder maps to a caller's pool
-by storage), and the region callable is wrapped to count calls.
+The compiled callable of each inner graph is wrapped to attribute every call's real
+inputs to the named pools (:mod:`compile_checks.runtime_pools`), and the region callable
+is wrapped to count calls. What the probe could not see (a region whose post-grad graph
+never reached the hook, a backward graph, a mutating op inside a higher-order-op
+subgraph) is recorded as ``unanalysed``, never skipped. The hooked functions are verified
+first (:mod:`compile_checks.hooks`) and only one session runs at a time.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import logging
 import time
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from unittest import mock
@@ -34,44 +36,30 @@ import torch._inductor.metrics as inductor_metrics
 from torch._inductor import compile_fx as compile_fx_module
 from torch._inductor.fx_passes import post_grad as post_grad_module
 
-from compile_checks.graph_analysis import (
-    CloneSite,
-    FunctionalizedArg,
-    find_clone_sites,
-    functionalized_calls,
-)
+from compile_checks.blind_spots import subgraph_mutations
+from compile_checks.functionalized import FunctionalizedArg, functionalized_calls
+from compile_checks.geometry import StorageRef, SymbolBinder, symbol_binders
+from compile_checks.graph_analysis import CloneSite, find_copy_sites
+from compile_checks.hooks import session_lock, verify_inductor_hooks
+from compile_checks.kernel_metrics import kernel_byte_metrics
+from compile_checks.runtime_pools import CallRecorder, PoolIndex
 
-
-@dataclass(frozen=True)
-class StorageRef:
-    """A runtime tensor's storage identity and geometry (elements), for pool matching."""
-
-    data_ptr: int
-    storage_offset: int
-    shape: tuple[int, ...]
-    stride: tuple[int, ...]
-    dtype: torch.dtype
-
-    @staticmethod
-    def of(t: torch.Tensor) -> StorageRef:
-        return StorageRef(
-            data_ptr=t.untyped_storage().data_ptr(),
-            storage_offset=t.storage_offset(),
-            shape=tuple(t.shape),
-            stride=tuple(t.stride()),
-            dtype=t.dtype,
-        )
+PHASES: tuple[str, ...] = ("dynamo", "aot", "post_grad", "codegen")
 
 
 @dataclass
 class InnerGraph:
-    """One ``compile_fx_inner`` call (the forward graph of an inference region)."""
+    """One ``compile_fx_inner`` call (the forward graph of an inference region, or a backward)."""
 
     functionalized: list[FunctionalizedArg] = field(default_factory=list)
     clone_sites: list[CloneSite] = field(default_factory=list)
     post_grad_code: str = ""
-    # distinct tuples of runtime inputs (None for non-tensors), placeholder order
-    input_signatures: list[tuple[StorageRef | None, ...]] = field(default_factory=list)
+    binders: list[SymbolBinder] = field(default_factory=list)
+    post_grad_seen: bool = False
+    is_backward: bool = False
+    # mutating ops the analysis cannot see into (higher-order-op subgraphs), with where
+    blind_spots: list[str] = field(default_factory=list)
+    recorder: CallRecorder | None = None
     calls: int = 0
 
 
@@ -85,9 +73,8 @@ class Region:
     calls: int = 0
     kernel_bytes: int = 0
     compile_seconds: float = 0.0
-
-
-_MAX_SIGNATURES = 256
+    # seconds per phase (PHASES); dynamo is measured from the frame's compile start
+    phase_seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(PHASES, 0.0))
 
 
 class _StopAfterPostGrad(BaseException):
@@ -109,9 +96,18 @@ class Probe:
     # True: stop each compile after the post-grad passes and run the post-grad FX graph itself
     # (no Inductor lowering / C++ codegen: the verdict is the same, kernel bytes are 0)
     analysis_only: bool = False
+    pools: PoolIndex = field(default_factory=lambda: PoolIndex(None))
+    # named pools some compiled graph received on some call
+    received_pools: set[str] = field(default_factory=set)
     _current_inner: InnerGraph | None = None
     _current_gm: torch.fx.GraphModule | None = None
     _preexisting: set[torch.fx.Node] = field(default_factory=set)
+    _frame_start: float | None = None
+    _last_backend_end: float = 0.0
+    _post_grad_seconds: float = 0.0
+
+    def set_pools(self, pools: Mapping[str, torch.Tensor] | None) -> None:
+        self.pools = PoolIndex(pools)
 
     # ---- the pass wrappers -------------------------------------------------------------
     def wrap_reinplace(self, original: Callable[..., None]) -> Callable[..., None]:
@@ -128,30 +124,41 @@ class Probe:
         @functools.wraps(original)
         def post_grad_passes(gm: torch.fx.GraphModule, is_inference: bool) -> None:
             self._preexisting = set()
+            t0 = time.perf_counter()
             original(gm, is_inference)
+            self._post_grad_seconds += time.perf_counter() - t0
             inner = self._current_inner
-            if inner is not None and gm.graph is not None:
-                # subgraphs run first (_recursive_post_grad_passes); the top graph is last
-                inner.clone_sites = find_clone_sites(gm.graph, self._preexisting)
+            # subgraphs run first (_recursive_post_grad_passes); the top graph is last
+            if inner is not None and gm is self._current_gm:
+                inner.clone_sites = find_copy_sites(gm.graph, self._preexisting)
                 inner.post_grad_code = gm.code
-                if self.analysis_only and gm is self._current_gm:
+                inner.binders = symbol_binders(gm.graph)
+                inner.blind_spots = subgraph_mutations(gm)
+                inner.post_grad_seen = True
+                if self.analysis_only:
                     raise _StopAfterPostGrad(gm)
 
         return post_grad_passes
 
     # ---- the backend ---------------------------------------------------------------------
-    def _inner_compile(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any], **kwargs: Any) -> Any:
-        inner = InnerGraph()
-        self.regions[-1].inner.append(inner)
-        self._current_inner = inner
-        self._current_gm = gm
+    def _inner_compile(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *args: Any, region: Region, **kwargs: Any) -> Any:
+        inner = InnerGraph(is_backward=bool(kwargs.get("is_backward", False)))
+        region.inner.append(inner)
+        saved = (self._current_inner, self._current_gm, self._post_grad_seconds)
+        self._current_inner, self._current_gm, self._post_grad_seconds = inner, gm, 0.0
+        t0 = time.perf_counter()
         try:
-            out = compile_fx_module.compile_fx_inner(gm, example_inputs, **kwargs)
+            out = compile_fx_module.compile_fx_inner(gm, example_inputs, *args, **kwargs)
         except _StopAfterPostGrad as stop:
             out = _run_fx_graph(stop.gm)
         finally:
-            self._current_inner = None
-            self._current_gm = None
+            post_grad = self._post_grad_seconds
+            region.phase_seconds["post_grad"] += post_grad
+            region.phase_seconds["codegen"] += time.perf_counter() - t0 - post_grad
+            self._current_inner, self._current_gm, self._post_grad_seconds = saved
+        inner.recorder = CallRecorder(
+            self.pools, inner.clone_sites, inner.functionalized, inner.binders, self.received_pools
+        )
         _record_inputs(out, inner)
         return out
 
@@ -159,14 +166,26 @@ class Probe:
         """A dynamo backend: ``compile_fx`` with the instrumented inner compile."""
         from depyf.explain.utils import get_current_compiled_fn_name
 
+        t0 = time.perf_counter()
         region = Region(index=len(self.regions), compiled_fn_name=get_current_compiled_fn_name())
         self.regions.append(region)
+        if self._frame_start is not None:
+            region.phase_seconds["dynamo"] = t0 - max(self._frame_start, self._last_backend_end)
         inductor_metrics.reset()
-        t0 = time.perf_counter()
-        compiled = compile_fx_module.compile_fx(gm, example_inputs, inner_compile=self._inner_compile)
-        region.compile_seconds = time.perf_counter() - t0
+        inner_compile = functools.partial(self._inner_compile, region=region)
+        compiled = compile_fx_module.compile_fx(gm, example_inputs, inner_compile=inner_compile)
+        end = time.perf_counter()
+        region.compile_seconds = end - t0
+        region.phase_seconds["aot"] = max(
+            0.0, region.compile_seconds - region.phase_seconds["post_grad"] - region.phase_seconds["codegen"]
+        )
+        self._last_backend_end = end
         region.kernel_bytes = int(inductor_metrics.num_bytes_accessed)
         return _count_calls(compiled, region)
+
+    def frame_started(self, _args: object = None) -> None:
+        """Dynamo's compile-start callback: the dynamo phase of the next region starts here."""
+        self._frame_start = time.perf_counter()
 
 
 def _run_fx_graph(gm: torch.fx.GraphModule) -> Any:
@@ -196,39 +215,21 @@ def _count_calls(compiled: Callable[..., Any], region: Region) -> Callable[..., 
 
 
 def _record_inputs(out: Any, inner: InnerGraph) -> None:
-    """Record the real inputs of an Inductor-compiled graph on each call (placeholder order)."""
+    """Attribute the real inputs of an Inductor-compiled graph on each call (placeholder order)."""
     current = getattr(out, "current_callable", None)
     if current is None:
+        # refusal: no callable to wrap means no runtime inputs, so no attribution
+        inner.blind_spots.append("compiled graph exposes no current_callable: its inputs cannot be attributed")
         return
+    recorder = inner.recorder
+    assert recorder is not None
 
     def call(args: list[Any]) -> Any:
         inner.calls += 1
-        if len(inner.input_signatures) < _MAX_SIGNATURES:
-            sig = tuple(StorageRef.of(a) if isinstance(a, torch.Tensor) else None for a in args)
-            if sig not in inner.input_signatures:
-                inner.input_signatures.append(sig)
+        recorder.observe(args)
         return current(args)
 
     out.current_callable = call
-
-
-@contextlib.contextmanager
-def kernel_byte_metrics() -> Iterator[None]:
-    """Make compile_fx count kernel bytes (``torch._inductor.metrics.num_bytes_accessed``; it
-    does so only while its ``inductor_metrics`` log is at INFO), without printing that log."""
-    log = compile_fx_module.inductor_metrics_log
-    saved = (log.level, log.propagate, list(log.handlers), log.disabled)
-    log.setLevel(logging.INFO)
-    log.propagate = False
-    log.disabled = False
-    log.handlers = [logging.NullHandler()]
-    try:
-        yield
-    finally:
-        log.setLevel(saved[0])
-        log.propagate = saved[1]
-        log.handlers = saved[2]
-        log.disabled = saved[3]
 
 
 @contextlib.contextmanager
@@ -239,34 +240,52 @@ def instrumented_inductor(
 
     ``functionalization="v1"`` sets ``enable_auto_functionalized_v2=False`` as vLLM does.
     Caches are disabled: the FX graph cache would hand back code compiled for another
-    layout without running the passes this check observes.
+    layout without running the passes this check observes. Raises IncompatibleTorchError
+    when a hooked function is missing, CheckSessionError when a session is already active.
     """
     if functionalization not in ("v1", "v2"):
         raise ValueError(f"functionalization must be 'v1' or 'v2', got {functionalization!r}")
+    verify_inductor_hooks()
     patches = {
         **(extra_config or {}),
         "force_disable_caches": True,
         "enable_auto_functionalized_v2": functionalization == "v2",
     }
-    torch._dynamo.reset()
-    try:
-        with (
-            warnings.catch_warnings(),
-            inductor_config.patch(patches),
-            kernel_byte_metrics(),
-            mock.patch.object(
-                post_grad_module,
-                "reinplace_inplaceable_ops",
-                probe.wrap_reinplace(post_grad_module.reinplace_inplaceable_ops),
-            ),
-            mock.patch.object(
-                compile_fx_module,
-                "post_grad_passes",
-                probe.wrap_post_grad(compile_fx_module.post_grad_passes),
-            ),
-        ):
-            # caches are off on purpose; dynamo says so once per process otherwise
-            warnings.filterwarnings("ignore", message=".*dynamo_pgo force disabled.*")
-            yield probe
-    finally:
+    from torch._dynamo.callback import callback_handler
+
+    with session_lock():
         torch._dynamo.reset()
+        callback_handler.register_start_callback(probe.frame_started)
+        try:
+            with (
+                warnings.catch_warnings(),
+                inductor_config.patch(patches),
+                kernel_byte_metrics(),
+                mock.patch.object(
+                    post_grad_module,
+                    "reinplace_inplaceable_ops",
+                    probe.wrap_reinplace(post_grad_module.reinplace_inplaceable_ops),
+                ),
+                mock.patch.object(
+                    compile_fx_module,
+                    "post_grad_passes",
+                    probe.wrap_post_grad(compile_fx_module.post_grad_passes),
+                ),
+            ):
+                # caches are off on purpose; dynamo says so once per process otherwise
+                warnings.filterwarnings("ignore", message=".*dynamo_pgo force disabled.*")
+                yield probe
+        finally:
+            callback_handler.remove_start_callback(probe.frame_started)
+            torch._dynamo.reset()
+
+
+__all__ = [
+    "PHASES",
+    "InnerGraph",
+    "Probe",
+    "Region",
+    "StorageRef",
+    "instrumented_inductor",
+    "kernel_byte_metrics",
+]

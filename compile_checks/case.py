@@ -118,12 +118,18 @@ class CaseResult:
 
     @property
     def clean(self) -> bool:
-        return self.report.clean
+        """No pool copy, no check error, nothing unanalysed (unless the case allows it)."""
+        return self.report.check_passed
 
     @property
     def passed(self) -> bool:
-        """The verdict matched the expectation and the compiled run matched eager (when checked)."""
-        return self.clean == self.case.expect_clean and self.eager_match is not False
+        """The verdict matched the expectation, the check had no error or blind spot (unless allowed),
+        and the compiled run matched eager (when checked)."""
+        return (
+            not self.report.problems
+            and self.report.clean == self.case.expect_clean
+            and self.eager_match is not False
+        )
 
 
 def run_case(
@@ -148,6 +154,7 @@ def run_case(
         dump_dir=dump_dir,
         inductor_config={**settings.inductor_config, **dict(case.inductor_config)},
         analysis_only=analysis_only,
+        allow_unanalysed=case.allow_unanalysed,
     )
     with check:
         compiled = compile_for_pipeline(check, case.fn, case.pipeline, dynamic=case.dynamic)

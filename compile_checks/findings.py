@@ -1,8 +1,10 @@
 """What the graph analysis reports: data only, no torch.compile here.
 
-``SurvivingClone`` is one functionalization clone of a mutated argument that is
-still in the final post-grad graph after Inductor's reinplace pass, i.e. a copy
-of (a view of) a pool that runs every time the compiled region runs.
+``SurvivingClone`` is one whole-buffer copy of a mutated caller tensor that is still in
+the final post-grad graph after Inductor's reinplace pass, i.e. a copy of (a view of) a
+pool that runs every time the compiled region runs: a functionalization clone of a
+custom op's mutated argument (``kind="functionalization_clone"``) or an ATen write left
+functional (``kind="aten_write_copy"``, e.g. ``index_put``).
 """
 
 from __future__ import annotations
@@ -15,18 +17,23 @@ import torch
 
 @dataclass(frozen=True)
 class SurvivingClone:
-    """One clone that survived reinplacing.
+    """One pool-sized copy that survived reinplacing.
 
     Attributes:
-        op: the mutating custom op it feeds, e.g. ``"ar_paging::paged_write"``.
-        arg: the op's mutated argument the clone stands in for, e.g. ``"v_pool"``.
-        nbytes: bytes the clone copies (read once, written once: traffic = 2 * nbytes).
+        op: the mutating op it feeds, e.g. ``"ar_paging::paged_write"``, or the functional
+            ATen write that copies the buffer, e.g. ``"aten::index_put"``.
+        arg: the op's mutated argument the clone stands in for, e.g. ``"v_pool"`` (``"self"``
+            for an ATen write).
+        nbytes: bytes the clone copies on a call (read once, written once: traffic = 2 * nbytes),
+            from that call's runtime sizes.
         shape / dtype: of the cloned buffer (the whole base storage for a fused layout).
         pool: name from the caller's ``pools={...}`` mapping whose storage it copies, else None.
         layer: layer index parsed from ``pool`` (``"layer3.v"`` -> 3) when it has one, else None.
         region: index of the compiled region (graph) it was found in, in compile order.
         node: name of the clone node in the post-grad graph.
         graph_file / line: where the node is in the dump (filled when dumps are written).
+        kind: ``"functionalization_clone"`` or ``"aten_write_copy"``.
+        written_bytes: bytes the ``copy_`` epilogue writes back into the pool per call (0: none).
     """
 
     op: str
@@ -40,6 +47,8 @@ class SurvivingClone:
     node: str = ""
     graph_file: str | None = None
     line: int | None = None
+    kind: str = "functionalization_clone"
+    written_bytes: int = 0
 
     @property
     def traffic_bytes(self) -> int:
@@ -84,6 +93,16 @@ class CloneReport:
     other_clones: list[SurvivingClone] = field(default_factory=list)
     # analysis caveats (e.g. the reinplace decision and the final graph disagree)
     notes: list[str] = field(default_factory=list)
+    # regions / ops the check could not analyse, each with its reason; they fail the check
+    # unless allow_unanalysed
+    unanalysed: list[str] = field(default_factory=list)
+    allow_unanalysed: bool = False
+    # named pools no compiled region received on any call (a stale or rebuilt tensor)
+    unreceived_pools: list[str] = field(default_factory=list)
+    # region index -> seconds per phase ("dynamo", "aot", "post_grad", "codegen")
+    region_phase_seconds: dict[int, dict[str, float]] = field(default_factory=dict)
+    # what makes the check fail besides clones (unreceived pools, unresolvable sizes ...)
+    errors: list[str] = field(default_factory=list)
 
     @property
     def clone_bytes(self) -> int:
@@ -91,11 +110,23 @@ class CloneReport:
 
     @property
     def clean(self) -> bool:
-        return not self.clones
+        """No pool copy survived: neither of a named pool nor of another mutated caller tensor."""
+        return not self.clones and not self.other_clones
+
+    @property
+    def problems(self) -> list[str]:
+        """Everything besides copies that fails the check: errors, and unanalysed regions unless allowed."""
+        return [*self.errors, *([] if self.allow_unanalysed else [f"not analysed: {u}" for u in self.unanalysed])]
+
+    @property
+    def check_passed(self) -> bool:
+        """Clean, no errors, and nothing left unanalysed (unless allowed)."""
+        return self.clean and not self.problems
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "clean": self.clean,
+            "check_passed": self.check_passed,
             "clone_bytes": self.clone_bytes,
             "clones": [c.to_dict() for c in self.clones],
             "other_clones": [c.to_dict() for c in self.other_clones],
@@ -106,4 +137,9 @@ class CloneReport:
             "region_files": {str(k): v for k, v in self.region_files.items()},
             "dump_dir": self.dump_dir,
             "notes": list(self.notes),
+            "unanalysed": list(self.unanalysed),
+            "allow_unanalysed": self.allow_unanalysed,
+            "unreceived_pools": list(self.unreceived_pools),
+            "region_phase_seconds": {str(k): dict(v) for k, v in self.region_phase_seconds.items()},
+            "errors": list(self.errors),
         }

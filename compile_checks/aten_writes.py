@@ -1,0 +1,118 @@
+"""ATen writes the reinplace pass left functional: whole-buffer copies of a mutated input.
+
+``k[slots] = x`` on a graph input is functionalized into ``k_new = index_put(k, [slots], x)``
+plus a ``copy_(k, k_new)`` epilogue. Inductor's reinplace pass turns it back into
+``index_put_(k, ...)`` unless the old ``k`` is still read after the write (a window gather
+that ``reorder_for_locality`` sank below it, say). Left functional, Inductor lowers it as a
+fresh pool-sized buffer: copy all of ``k`` in, scatter, copy all of it back. The same holds
+for every functional form of an in-place write listed in :data:`FUNCTIONAL_WRITE_OPS`
+(``copy_`` into a slice becomes ``slice_scatter``, ``x[i] = ...`` ``select_scatter``, ...).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.fx
+
+from compile_checks.fx_helpers import op_name, placeholder_indices, view_chain_root, write_backs
+from compile_checks.geometry import geometry_of
+from compile_checks.graph_analysis import ATEN_WRITE_COPY, CloneSite
+
+_aten = torch.ops.aten
+# functional ops whose output is ``self`` with some elements replaced: the functional
+# form of an in-place write into ``self`` (schema argument 0 is always ``self``)
+_WRITE_OP_NAMES: tuple[str, ...] = (
+    "index_put",
+    "_unsafe_index_put",
+    "index_copy",
+    "index_add",
+    "index_fill",
+    "index_reduce",
+    "scatter",
+    "scatter_add",
+    "scatter_reduce",
+    "slice_scatter",
+    "select_scatter",
+    "as_strided_scatter",
+    "diagonal_scatter",
+    "masked_scatter",
+)
+FUNCTIONAL_WRITE_OPS: frozenset[object] = frozenset(
+    getattr(_aten, name) for name in _WRITE_OP_NAMES if hasattr(_aten, name)
+)
+
+
+def is_functional_write(node: torch.fx.Node) -> bool:
+    """A call of one of :data:`FUNCTIONAL_WRITE_OPS` (any overload) whose ``self`` is a node."""
+    if node.op != "call_function":
+        return False
+    packet = getattr(node.target, "overloadpacket", None)
+    return packet in FUNCTIONAL_WRITE_OPS and bool(node.args) and isinstance(node.args[0], torch.fx.Node)
+
+
+def _first_write_on_input(src: torch.fx.Node) -> tuple[torch.fx.Node, torch.fx.Node] | None:
+    """Walk a written-back value through chained functional writes to the input they copy.
+
+    Returns (the write that reads the input, that input's placeholder), or None when the
+    value is no functional write of (a view of) a graph input.
+    """
+    cur, _ = view_chain_root(src)
+    first: torch.fx.Node | None = None
+    while is_functional_write(cur):
+        first = cur
+        cur, _ = view_chain_root(cur.args[0])  # type: ignore[arg-type]
+    if first is None or cur.op != "placeholder":
+        # refusal: a write into a clone or an intermediate copies no caller buffer by itself
+        return None
+    return first, cur
+
+
+def find_aten_write_copies(graph: torch.fx.Graph) -> list[CloneSite]:
+    """Functional ATen writes whose whole-buffer result the ``copy_`` epilogue writes into an input.
+
+    One site per such write (chained writes into the same buffer count once, at the write
+    that reads the input); ``arg`` is ``"self"``, ``nbytes`` the size of the written buffer.
+    """
+    inputs = placeholder_indices(graph)
+    found: dict[torch.fx.Node, CloneSite] = {}
+    for copy_node, _, src in write_backs(graph):
+        hit = _first_write_on_input(src)
+        if hit is None:
+            continue
+        write, placeholder = hit
+        dst_geo = geometry_of(copy_node.args[0].meta.get("val"))  # type: ignore[union-attr]
+        prior = found.get(write)
+        if prior is not None:
+            if dst_geo is not None:
+                found[write] = _with_written(prior, dst_geo)
+            continue
+        out_geo = geometry_of(write.meta.get("val"))
+        if out_geo is None:
+            continue  # no fake value: size unknown (never seen on a post-grad graph)
+        self_geo = geometry_of(write.args[0].meta.get("val"))  # type: ignore[union-attr]
+        found[write] = CloneSite(
+            op=op_name(write.target),
+            arg="self",
+            clone_node=write.name,
+            placeholder=placeholder.name,
+            placeholder_index=inputs[placeholder],
+            clone=out_geo,
+            view=self_geo,
+            clone_source_offset=self_geo.storage_offset if self_geo is not None else None,
+            clones_whole_input=False,
+            clone_is_input=write.args[0] is placeholder,
+            kind=ATEN_WRITE_COPY,
+            written=(dst_geo,) if dst_geo is not None else (),
+            clone_source=self_geo,
+            view_in_input_storage=True,
+        )
+    return list(found.values())
+
+
+def _with_written(site: CloneSite, geo: object) -> CloneSite:
+    import dataclasses
+
+    return dataclasses.replace(site, written=(*site.written, geo))
+
+
+__all__ = ["FUNCTIONAL_WRITE_OPS", "find_aten_write_copies", "is_functional_write"]

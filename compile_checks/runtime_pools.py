@@ -1,0 +1,152 @@
+"""Per-call pool attribution from the runtime tensors each compiled graph receives.
+
+Every call of a compiled inner graph is observed (no cap): which named pools its inputs
+overlap (a named pool no region ever receives is reported), and, for each copy site and
+each functionalized mutated argument, which pool it hits and how many bytes it copies
+*on that call* (symbolic sizes are evaluated from that call's inputs). Results are kept
+as a set of distinct hits; a call whose watched inputs repeat an earlier call's costs one
+tuple lookup.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from compile_checks.functionalized import FunctionalizedArg
+from compile_checks.geometry import StorageRef, SymbolBinder, UnresolvedSizeError, bind_symbols
+from compile_checks.graph_analysis import CloneSite
+
+
+def _span(ref: StorageRef) -> tuple[int, int]:
+    return ref.geometry.element_span()
+
+
+class PoolIndex:
+    """The caller's named pools, indexed by storage pointer."""
+
+    def __init__(self, pools: Mapping[str, torch.Tensor] | None) -> None:
+        self.refs: dict[str, StorageRef] = {n: StorageRef.of(t) for n, t in (pools or {}).items()}
+        self.by_ptr: dict[int, dict[str, StorageRef]] = {}
+        for name, ref in self.refs.items():
+            self.by_ptr.setdefault(ref.data_ptr, {})[name] = ref
+
+    def __bool__(self) -> bool:
+        return bool(self.refs)
+
+    def touched(self, t: torch.Tensor) -> list[str]:
+        """Named pools whose bytes the tensor's view overlaps."""
+        same = self.by_ptr.get(t.untyped_storage().data_ptr())
+        if not same:
+            return []
+        lo, hi = StorageRef.of(t).byte_span()
+        return [n for n, r in same.items() if r.byte_span()[0] < hi and lo < r.byte_span()[1]]
+
+    def match(self, view: StorageRef | None, placeholder: StorageRef) -> str | None:
+        """Pool a mutated view belongs to: exact geometry, else smallest containing, else same storage."""
+        same = self.by_ptr.get(placeholder.data_ptr)
+        if not same:
+            return None
+        if view is not None:
+            for n, r in same.items():
+                if (r.storage_offset, r.shape, r.stride) == (view.storage_offset, view.shape, view.stride):
+                    return n
+            vlo, vhi = _span(view)
+            containing = [(n, r) for n, r in same.items() if _span(r)[0] <= vlo and _span(r)[1] >= vhi]
+            if containing:
+                return min(containing, key=lambda nr: _span(nr[1])[1] - _span(nr[1])[0])[0]
+        for n, r in same.items():
+            if (r.storage_offset, r.shape, r.stride) == (placeholder.storage_offset, placeholder.shape, placeholder.stride):
+                return n
+        return next(iter(same))
+
+
+@dataclass(frozen=True)
+class CopyHit:
+    """One distinct (copy site, pool, bytes) seen at runtime."""
+
+    site: int
+    pool: str | None
+    nbytes: int
+    shape: tuple[int, ...]
+    written_bytes: int
+
+
+@dataclass(frozen=True)
+class ArgHit:
+    """One distinct (functionalized mutated argument, pool) seen at runtime."""
+
+    arg: int
+    pool: str | None
+
+
+@dataclass
+class CallRecorder:
+    """Attributes each call of one compiled inner graph; see the module docstring."""
+
+    pools: PoolIndex
+    sites: Sequence[CloneSite]
+    functionalized: Sequence[FunctionalizedArg]
+    binders: Sequence[SymbolBinder]
+    received: set[str]
+    copy_hits: set[CopyHit] = field(default_factory=set)
+    arg_hits: set[ArgHit] = field(default_factory=set)
+    problems: set[str] = field(default_factory=set)
+    _seen: set[tuple] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        watched = {s.placeholder_index for s in self.sites}
+        watched |= {f.placeholder_index for f in self.functionalized if f.placeholder_index is not None}
+        self._watched = sorted(watched)
+
+    def observe(self, args: Sequence[object]) -> None:
+        """Record one call's inputs (placeholder order)."""
+        if self.pools:
+            for a in args:
+                if isinstance(a, torch.Tensor):
+                    self.received.update(self.pools.touched(a))
+        refs = tuple(StorageRef.of(args[i]) if i < len(args) and isinstance(args[i], torch.Tensor) else None for i in self._watched)
+        bindings = bind_symbols(self.binders, args) if self.binders else {}
+        key = (refs, tuple(sorted((str(k), v) for k, v in bindings.items())))
+        if key in self._seen:
+            return
+        self._seen.add(key)
+        by_index = dict(zip(self._watched, refs))
+        for i, site in enumerate(self.sites):
+            self._attribute_site(i, site, by_index.get(site.placeholder_index), bindings)
+        for i, fa in enumerate(self.functionalized):
+            ref = by_index.get(fa.placeholder_index) if fa.placeholder_index is not None else None
+            self.arg_hits.add(ArgHit(i, self._arg_pool(fa, ref, bindings)))
+
+    def _attribute_site(self, i: int, site: CloneSite, ph: StorageRef | None, bindings: dict) -> None:
+        try:
+            clone = site.clone.resolve(bindings)
+            written = sum(g.resolve(bindings).nbytes for g in site.written)
+            view = site.real_view(ph, bindings) if ph is not None else None
+        except UnresolvedSizeError as e:
+            self.problems.add(f"{site.op} argument {site.arg!r} (node {site.clone_node}): bytes unknown, {e}")
+            clone, written, view = site.clone, sum(g.nbytes for g in site.written), None
+        pool = self.pools.match(view, ph) if (ph is not None and self.pools) else None
+        self.copy_hits.add(CopyHit(i, pool, clone.nbytes, clone.shape, written))
+
+    def _arg_pool(self, fa: FunctionalizedArg, ref: StorageRef | None, bindings: dict) -> str | None:
+        if ref is None or not self.pools:
+            return None
+        view = ref
+        if fa.view is not None:
+            try:
+                g = fa.view.resolve(bindings)
+            except UnresolvedSizeError:
+                return self.pools.match(None, ref)
+            view = StorageRef(ref.data_ptr, g.storage_offset, g.shape, g.stride, g.dtype)
+        return self.pools.match(view, ref)
+
+
+def match_pool(view: StorageRef | None, placeholder: StorageRef, pools: Mapping[str, torch.Tensor]) -> str | None:
+    """Name of the pool a mutated view belongs to (see :meth:`PoolIndex.match`)."""
+    return PoolIndex(pools).match(view, placeholder)
+
+
+__all__ = ["ArgHit", "CallRecorder", "CopyHit", "PoolIndex", "match_pool"]
