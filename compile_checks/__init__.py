@@ -13,6 +13,9 @@ _EXPORTS: dict[str, str] = {
     "Case": "compile_checks.case",
     "CaseResult": "compile_checks.case",
     "run_case": "compile_checks.case",
+    "CheckSessionError": "compile_checks.hooks",
+    "IncompatibleTorchError": "compile_checks.hooks",
+    "TargetError": "compile_checks.targets",
     "CloneCheck": "compile_checks.api",
     "CompileCheckError": "compile_checks.api",
     "analyze_pool_clones": "compile_checks.api",
@@ -38,6 +41,8 @@ if TYPE_CHECKING:  # pragma: no cover
         format_report,
     )
     from compile_checks.case import Case, CaseResult, run_case
+    from compile_checks.hooks import CheckSessionError, IncompatibleTorchError
+    from compile_checks.targets import TargetError
     from compile_checks.findings import CloneReport, MutatedArgRecord, SurvivingClone
 
 

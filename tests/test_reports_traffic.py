@@ -249,17 +249,6 @@ def test_node_rows_one_per_copy_with_region_calls() -> None:
     assert bytes_per_run(rows) == 6 * MIB * 6 + 16384 * 12
 
 
-def test_copy_back_without_the_checks_field_uses_the_pool_view() -> None:
-    plain = SurvivingClone(op="ar_paging::paged_write", arg="v_pool", nbytes=2 * MIB, shape=(MIB // 2,),
-                           dtype=torch.float32, region=1, node="clone_1", pool="layer0.v")
-    rows = node_costs("fused", _report([plain]), {"layer0.v": MIB})
-    back = [r for r in rows if r.cost == "copy_back"]
-    if "written_bytes" in SurvivingClone.__dataclass_fields__:  # soundness landed: its number is used
-        assert all(r.written_bytes_source == "check" for r in back)
-    else:  # FALLBACK: the named pool tensor is the mutated view
-        assert [(r.bytes_per_call, r.written_bytes_source) for r in back] == [(2 * MIB, "fallback: named pool size")]
-
-
 def test_a_report_with_errors_is_an_error_row_not_clean() -> None:
     report = _report([])
     report.errors = ["region 0: no post-grad graph observed"]  # type: ignore[attr-defined]

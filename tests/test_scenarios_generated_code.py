@@ -97,18 +97,7 @@ def test_generated_code_shows_the_expected_verdict(name: str) -> None:
     assert result.eager_match, result.notes
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(
-            n,
-            marks=pytest.mark.xfail(strict=True, reason="needs ATen write detection (soundness)")
-            if SCENARIOS[n].commit_op == "index_put" and not SCENARIOS[n].expect_clean
-            else (),
-        )
-        for n in NEW_SCENARIOS
-    ],
-)
+@pytest.mark.parametrize("name", list(NEW_SCENARIOS))
 def test_check_verdict_equals_the_generated_code(name: str) -> None:
     """The check reports exactly the pool copies the generated code allocates (count and bytes)."""
     _, result, _ = compiled(name)

@@ -20,7 +20,6 @@ and layer 1 in turn appears twice), so bytes are counted once per distinct
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -44,7 +43,6 @@ class NodeCost:
     bytes_per_call: int  # traffic: read + write
     region_calls: int
     bytes_per_run: int
-    written_bytes_source: str  # "check" (SurvivingClone.written_bytes) | "fallback: ..." (see copy_back_bytes)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -63,50 +61,23 @@ def executed_clones(report: CloneReport) -> list[SurvivingClone]:
     return out
 
 
-def copy_back_bytes(
-    clone: SurvivingClone, pool_nbytes: Mapping[str, int], view_nbytes: int | None = None
-) -> tuple[int, str]:
-    """Bytes the copy-back writes per call, and where the number came from.
-
-    The check's own ``written_bytes`` (the mutated view it copies back) when it has one.
-    """
-    if "written_bytes" in getattr(clone, "__dataclass_fields__", {}):
-        return int(clone.written_bytes), "check"  # type: ignore[attr-defined]
-    # FALLBACK until soundness lands SurvivingClone.written_bytes: the mutated view is the pool
-    # the clone stands in for (the named pool tensor is that view), else the caller's per-pool
-    # size, else the clone itself (a clone of exactly the view: split layout).
-    if clone.pool is not None and clone.pool in pool_nbytes:
-        return int(pool_nbytes[clone.pool]), "fallback: named pool size"
-    if view_nbytes is not None:
-        return int(view_nbytes), "fallback: one pool's size"
-    return int(clone.nbytes), "fallback: clone size"
-
-
-def node_costs(
-    case: str,
-    report: CloneReport,
-    pool_nbytes: Mapping[str, int] | None = None,
-    view_nbytes: int | None = None,
-) -> list[NodeCost]:
-    """Every extra copy of the run as rows: two per surviving copy (copy-in and copy-back)."""
-    pools = pool_nbytes or {}
+def node_costs(case: str, report: CloneReport) -> list[NodeCost]:
+    """Every extra copy of the run as rows: two per surviving copy (copy-in and copy-back,
+    whose size is the check's ``SurvivingClone.written_bytes``: the mutated view it writes back)."""
     rows: list[NodeCost] = []
     for c in executed_clones(report):
         calls = int(report.region_calls.get(c.region, 0))
-        kind = str(getattr(c, "kind", "functionalization_clone"))
-        written, source = copy_back_bytes(c, pools, view_nbytes)
-        scatter = kind == ATEN_WRITE_KIND
+        scatter = c.kind == ATEN_WRITE_KIND
         for cost, per_call in (
             ("scatter_copy_in" if scatter else "clone", c.traffic_bytes),
-            ("scatter_copy_out" if scatter else "copy_back", 2 * written),
+            ("scatter_copy_out" if scatter else "copy_back", 2 * c.written_bytes),
         ):
             if per_call == 0:
                 continue  # no copy-back: the op's output is not written back to a pool
             rows.append(
-                NodeCost(case=case, region=c.region, node=c.node, cost=cost, kind=kind, op=c.op, arg=c.arg,
+                NodeCost(case=case, region=c.region, node=c.node, cost=cost, kind=c.kind, op=c.op, arg=c.arg,
                          pool=c.pool, bytes_per_call=per_call, region_calls=calls,
-                         bytes_per_run=per_call * calls,
-                         written_bytes_source=source if cost in ("copy_back", "scatter_copy_out") else "")
+                         bytes_per_run=per_call * calls)
             )
     return rows
 
@@ -131,7 +102,6 @@ __all__ = [
     "NodeCost",
     "bytes_per_run",
     "clone_only_bytes_per_run",
-    "copy_back_bytes",
     "executed_clones",
     "kernel_bytes_per_run",
     "node_costs",

@@ -180,8 +180,6 @@ class _Run:
     num_chunks: float
     ideal_run: float
     ideal_source: str
-    pool_nbytes: Mapping[str, int]
-    view_nbytes: int | None
     analysis_only: bool
     compile_seconds: float
     wall_seconds: float
@@ -192,7 +190,7 @@ def _row(run: _Run, video_chunks: int, fields: Mapping[str, Any], ideal_video: t
     if video_chunks < 1:
         raise ValueError(f"video_chunks must be >= 1, got {video_chunks}")
     report = run.report
-    nodes = acc.node_costs(run.name, report, run.pool_nbytes, run.view_nbytes)
+    nodes = acc.node_costs(run.name, report)
     extra_run = acc.bytes_per_run(nodes)
     extra_step = per_unit(extra_run, run.num_steps)
     ideal_step = per_unit(run.ideal_run, run.num_steps)
@@ -237,9 +235,7 @@ def traffic_row_and_nodes(result: Any, video_chunks: int = DEFAULT_VIDEO_CHUNKS,
     run = _Run(
         name=s.name, report=result.report, expect_clean=bool(getattr(s, "expect_clean", True)),
         num_steps=result.num_steps, num_chunks=float(result.num_chunks), ideal_run=float(ideal_run),
-        ideal_source="scenario model", pool_nbytes={},
-        # FALLBACK until soundness lands SurvivingClone.written_bytes: one layer's K (or V) pool
-        view_nbytes=_total_pool_bytes(s) // (2 * s.num_layers),
+        ideal_source="scenario model",
         analysis_only=analysis_only, compile_seconds=result.compile_seconds, wall_seconds=result.wall_seconds,
     )
     fields = dict(
@@ -279,7 +275,6 @@ def case_row_and_nodes(result: Any, calls: int, ideal: tuple[int | None, str],
     run = _Run(
         name=case.name, report=result.report, expect_clean=case.expect_clean, num_steps=calls,
         num_chunks=num_chunks, ideal_run=NAN if ideal[0] is None else float(ideal[0]), ideal_source=ideal[1],
-        pool_nbytes={name: t.nbytes for name, t in case.pools.items()}, view_nbytes=None,
         analysis_only=bool(result.analysis_only), compile_seconds=result.compile_seconds,
         wall_seconds=result.wall_seconds,
     )

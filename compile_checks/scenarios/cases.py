@@ -109,11 +109,13 @@ class ScenarioResult:
 
     @property
     def clean(self) -> bool:
-        return not self.report.clones
+        """No pool copy and nothing that makes the check unusable (errors, blind spots)."""
+        return self.report.check_passed
 
     @property
     def passed(self) -> bool:
-        return self.clean == self.scenario.expect_clean
+        """The verdict the scenario expects, from a usable check (a broken check never passes)."""
+        return not self.report.problems and self.report.clean == self.scenario.expect_clean
 
     @property
     def clone_traffic_per_run(self) -> int:
