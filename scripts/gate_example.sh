@@ -15,6 +15,11 @@ if [[ ! -x "$venv/bin/compile-checks" ]]; then
 fi
 export PATH="$venv/bin:$PATH"
 unset PYTHONPATH  # only what is installed in the venv, as a user has it
+# vLLM picks its platform once, at first import (the example's ar_paging imports vLLM): on a
+# CPU-only host a user sets VLLM_TARGET_DEVICE=cpu, and so does this script
+if ! command -v nvidia-smi >/dev/null 2>&1; then
+  export VLLM_TARGET_DEVICE="${VLLM_TARGET_DEVICE:-cpu}"
+fi
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 out="$root/out/gate-example"
