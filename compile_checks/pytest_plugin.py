@@ -90,8 +90,10 @@ def _case_failure(result: CaseResult) -> str:
             why = f"case {case.name!r}: expected no pool clones, but the check found some"
         else:
             why = f"case {case.name!r} is a negative control (expect_clean=False) but came out clean: the check lost its power to see the bug"
-    else:
+    elif result.eager_match is False:
         why = f"case {case.name!r}: the compiled run does not match eager"
+    else:  # e.g. the check reported errors (a region it could not analyse)
+        why = f"case {case.name!r}: the check could not decide"
     lines = [why, format_report(result.report), *result.notes]
     return "\n".join(line for line in lines if line)
 
