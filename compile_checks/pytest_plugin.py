@@ -1,38 +1,198 @@
-"""pytest plugin (entry point ``compile_checks``): the ``pool_clone_check`` fixture.
+"""pytest plugin (entry point ``compile_checks``): the ``pool_clone_check`` fixture and its marker.
 
-    def test_step_has_no_pool_clones(pool_clone_check):
+    import pytest
+    from compile_checks import Case
+
+    @pytest.mark.compile_checks(analysis_only=True)      # verdict only: no C++ codegen
+    def test_step(pool_clone_check):
+        pool_clone_check.check(Case("split", step, args=(k, v, x, slots), pools={"layer0.k": k, "layer0.v": v}))
+
+    def test_host_loop(pool_clone_check):               # an engine loop that calls the step many times
+        with pool_clone_check.session(pools={"layer0.k": k, "layer0.v": v}) as s:
+            step = s.compile(step_fn)
+            for chunk in chunks:
+                step(k, v, chunk, slots)
+
+    def test_old_style(pool_clone_check):               # the first API, still supported
         pool_clone_check.assert_no_pool_clones(step, k, v, x, slots, pools={"layer0.k": k, "layer0.v": v})
 
-Each check writes its depyf dumps under ``tmp_path/compile_checks/check<N>``; the
-failure message names op, argument, pool, bytes and the dump's ``file:line``. Dumps
-of passing checks are removed unless ``--keep-compile-dumps`` is given; dumps of
-failing checks are always kept.
+``check(case)`` runs the case through :func:`compile_checks.case.run_case` (the one path the
+CLI uses too) and fails the test unless the case met its expectation (a negative control
+``expect_clean=False`` must still clone). Analysis-only mode: the ``check``/``session``
+argument, else the marker's ``analysis_only``, else ``--compile-checks-analysis-only``.
+
+Each check writes its depyf dumps under ``tmp_path/compile_checks/check<N>``; the failure
+message names op, argument, pool, bytes and the dump's ``file:line``. Dumps of passing checks
+are removed unless ``--keep-compile-dumps`` is given; dumps of failing checks are kept.
+
+Loading the plugin imports neither torch nor the checker: a test session that never asks for
+the fixture pays nothing (torch is imported when a check first runs).
 """
 
 from __future__ import annotations
 
+import contextlib
 import shutil
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-import torch
+
+if TYPE_CHECKING:  # only for annotations: importing them at load time would import torch
+    import torch
+
+    from compile_checks.api import CloneCheck
+    from compile_checks.case import Case, CaseResult
+    from compile_checks.findings import CloneReport
+
+MARKER = "compile_checks"
+MARKER_KWARGS = ("analysis_only",)
+_MARKER_HELP = (
+    f"{MARKER}(analysis_only=False): options of the pool_clone_check fixture for this test; "
+    "analysis_only=True stops Inductor after its post-grad passes (same verdict, no C++ codegen)"
+)
+
+
+def _marker_options(node: pytest.Item | None) -> dict[str, Any]:
+    """The merged kwargs of every ``compile_checks`` marker on the test (closest wins)."""
+    options: dict[str, Any] = {}
+    if node is None:
+        return options
+    for mark in reversed(list(node.iter_markers(MARKER))):  # farthest first, so the closest overrides
+        if mark.args:
+            raise ValueError(f"@pytest.mark.{MARKER} takes keyword arguments only ({', '.join(MARKER_KWARGS)}), got {mark.args!r}")
+        unknown = sorted(set(mark.kwargs) - set(MARKER_KWARGS))
+        if unknown:
+            raise ValueError(f"@pytest.mark.{MARKER}: unknown argument(s) {', '.join(unknown)}; valid: {', '.join(MARKER_KWARGS)}")
+        options.update(mark.kwargs)
+    if "analysis_only" in options and not isinstance(options["analysis_only"], bool):
+        raise ValueError(f"@pytest.mark.{MARKER}(analysis_only=...) must be a bool, got {options['analysis_only']!r}")
+    return options
+
+
+def _verdict_met(report: CloneReport, expect_clean: bool) -> bool:
+    """Clean (and error-free) when expected clean; a clone found (and no errors) for a negative control."""
+    # FALLBACK until soundness lands: reports without check_passed/errors are judged on clean alone
+    errors = getattr(report, "errors", None) or []
+    if expect_clean:
+        return bool(getattr(report, "check_passed", report.clean)) and not errors
+    return not report.clean and not errors
+
+
+def _case_failure(result: CaseResult) -> str:
+    """Why a case did not meet its expectation, with the checker's own report."""
+    from compile_checks.api import format_report
+
+    case = result.case
+    if result.clean != case.expect_clean:
+        if case.expect_clean:
+            why = f"case {case.name!r}: expected no pool clones, but the check found some"
+        else:
+            why = f"case {case.name!r} is a negative control (expect_clean=False) but came out clean: the check lost its power to see the bug"
+    elif result.eager_match is False:
+        why = f"case {case.name!r}: the compiled run does not match eager"
+    else:  # e.g. the check reported errors (a region it could not analyse)
+        why = f"case {case.name!r}: the check could not decide"
+    lines = [why, format_report(result.report), *result.notes]
+    return "\n".join(line for line in lines if line)
+
+
+class CheckSession:
+    """``pool_clone_check.session(...)``: a :class:`~compile_checks.api.CloneCheck` for host loops.
+
+    ``compile(fn)`` compiles through the session's pipeline; every call the loop makes is
+    observed. ``report`` is set when the ``with`` block ends.
+    """
+
+    def __init__(self, check: CloneCheck, pipeline: str) -> None:
+        self.check = check
+        self.pipeline = pipeline
+
+    def compile(self, fn: Callable[..., Any], dynamic: bool = False) -> Callable[..., Any]:
+        from compile_checks.pipelines import compile_for_pipeline
+
+        return compile_for_pipeline(self.check, fn, self.pipeline, dynamic=dynamic)
+
+    @property
+    def report(self) -> CloneReport | None:
+        return self.check.report
 
 
 class PoolCloneCheck:
     """What the fixture returns: the library checks, with dumps under the test's tmp_path."""
 
-    def __init__(self, root: Path, keep: bool) -> None:
+    def __init__(self, root: Path, keep: bool, analysis_only: bool = False) -> None:
         self.root = root
         self.keep = keep
+        self.analysis_only = analysis_only  # from the marker, else the command-line option
         self.reports: list[Any] = []
+        self.results: list[CaseResult] = []
         self._n = 0
 
     def _next_dir(self) -> Path:
         d = self.root / f"check{self._n}"
         self._n += 1
         return d
+
+    def _finish(self, dump: Path, failure: Callable[[], str] | None) -> None:
+        """Raise with the failure message (dumps kept), or remove a passing check's dumps."""
+        if failure is not None:
+            raise AssertionError(f"{failure()}\ndumps kept at {dump}")
+        if not self.keep:
+            shutil.rmtree(dump, ignore_errors=True)
+
+    def check(self, case: Case, *, analysis_only: bool | None = None) -> CaseResult:
+        """Run ``case`` with :func:`~compile_checks.case.run_case`; fail the test unless it met its expectation."""
+        from compile_checks.case import Case, run_case
+
+        if not isinstance(case, Case):
+            raise ValueError(f"check(case): case must be a compile_checks.Case, got {type(case).__name__}")
+        mode = self.analysis_only if analysis_only is None else analysis_only
+        dump = self._next_dir()
+        result = run_case(case, analysis_only=mode, dump_dir=str(dump))
+        self.results.append(result)
+        self.reports.append(result.report)
+        self._finish(dump, None if result.passed else lambda: _case_failure(result))
+        return result
+
+    @contextlib.contextmanager
+    def session(
+        self,
+        pools: Mapping[str, torch.Tensor] | None = None,
+        *,
+        expect_clean: bool = True,
+        pipeline: str = "stock",
+        functionalization: str | None = None,
+        inductor_config: Mapping[str, Any] | None = None,
+        analysis_only: bool | None = None,
+    ) -> Iterator[CheckSession]:
+        """A check around a host loop: ``with ...session(pools=...) as s: step = s.compile(fn); ...``.
+
+        On leaving the block the test fails unless the verdict is ``expect_clean``.
+        """
+        from compile_checks.api import CloneCheck, format_report
+        from compile_checks.pipelines import pipeline_settings
+
+        if not isinstance(expect_clean, bool):
+            raise ValueError(f"session(expect_clean=...) must be a bool, got {expect_clean!r}")
+        settings = pipeline_settings(pipeline)
+        dump = self._next_dir()
+        check = CloneCheck(
+            pools=pools,
+            functionalization=functionalization or settings.functionalization,
+            dump_dir=dump,
+            inductor_config={**settings.inductor_config, **dict(inductor_config or {})},
+            analysis_only=self.analysis_only if analysis_only is None else analysis_only,
+        )
+        with check:
+            yield CheckSession(check, pipeline)
+        report = check.report
+        assert report is not None
+        self.reports.append(report)
+        want = "no pool clones" if expect_clean else "a pool clone (negative control)"
+        met = _verdict_met(report, expect_clean)
+        self._finish(dump, None if met else lambda: f"session: expected {want}\n{format_report(report)}")
 
     def analyze(self, fn: Callable[..., Any], *args: Any, pools: Mapping[str, torch.Tensor] | None = None, **kwargs: Any) -> Any:
         """``analyze_pool_clones`` with a dump dir under tmp_path (kept)."""
@@ -46,17 +206,12 @@ class PoolCloneCheck:
         self, fn: Callable[..., Any], *args: Any, pools: Mapping[str, torch.Tensor] | None = None, **kwargs: Any
     ) -> Any:
         """Fail the test (AssertionError with file:line of each clone) if a pool clone survives."""
-        from compile_checks.api import format_report
+        from compile_checks.api import analyze_pool_clones, format_report
 
         dump = self._next_dir()
-        from compile_checks.api import analyze_pool_clones
-
         report = analyze_pool_clones(fn, *args, pools=pools, dump_dir=dump, **kwargs)
         self.reports.append(report)
-        if not report.clean:
-            raise AssertionError(f"{format_report(report)}\ndumps kept at {dump}")
-        if not self.keep:
-            shutil.rmtree(dump, ignore_errors=True)
+        self._finish(dump, None if _verdict_met(report, True) else lambda: format_report(report))
         return report
 
 
@@ -68,10 +223,23 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=False,
         help="keep depyf dumps of passing pool_clone_check checks too",
     )
+    group.addoption(
+        "--compile-checks-analysis-only",
+        action="store_true",
+        default=False,
+        help="pool_clone_check: stop Inductor after its post-grad passes (same verdict, no C++ codegen) "
+        "unless a test's marker says otherwise",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", _MARKER_HELP)
 
 
 @pytest.fixture
 def pool_clone_check(tmp_path: Path, request: pytest.FixtureRequest) -> PoolCloneCheck:
     """Checks that compiled code leaves no functionalization clone of the named pools."""
     keep = bool(request.config.getoption("--keep-compile-dumps", default=False))
-    return PoolCloneCheck(tmp_path / "compile_checks", keep)
+    analysis_only = bool(request.config.getoption("--compile-checks-analysis-only", default=False))
+    options = _marker_options(request.node if isinstance(request.node, pytest.Item) else None)
+    return PoolCloneCheck(tmp_path / "compile_checks", keep, options.get("analysis_only", analysis_only))

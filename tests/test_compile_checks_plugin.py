@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import ar_paging  # noqa: F401  # before pytester snapshots sys.modules: vLLM registers its opaque types once per process
 import pytest
 
 pytest_plugins = ["pytester"]

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Gate examples/engine exactly as a user would: a copy of the example in a temporary folder
+# outside this repo, the INSTALLED console script `compile-checks gate` reading the example's
+# own [tool.compile_checks] table, the example's pytest suite with the plugin, and a negative
+# control (a config that expects the fused case clean must fail the gate with exit 1).
+#
+# Usage: scripts/gate_example.sh [VENV]   (default: .venv of this repo, made by scripts/setup_env.sh)
+# Writes the gate's JUnit XML and JSON to out/gate-example/ of this repo.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+venv="$(cd "${1:-$root/.venv}" && pwd)"
+if [[ ! -x "$venv/bin/compile-checks" ]]; then
+  echo "[gate-example] no compile-checks console script in $venv/bin: install the project there first" >&2
+  exit 2
+fi
+export PATH="$venv/bin:$PATH"
+unset PYTHONPATH  # only what is installed in the venv, as a user has it
+# vLLM picks its platform once, at first import (the example's ar_paging imports vLLM): on a
+# CPU-only host a user sets VLLM_TARGET_DEVICE=cpu, and so does this script
+if ! command -v nvidia-smi >/dev/null 2>&1; then
+  export VLLM_TARGET_DEVICE="${VLLM_TARGET_DEVICE:-cpu}"
+fi
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+out="$root/out/gate-example"
+mkdir -p "$out"
+cp -r "$root/examples/engine" "$work/engine"
+cd "$work/engine"
+
+echo "[gate-example] compile-checks gate in $work/engine (targets and pipelines from its pyproject.toml)"
+compile-checks gate --junitxml "$out/junit.xml" --json > "$out/gate.json"
+python - "$out/junit.xml" "$out/gate.json" <<'PY'
+import json, sys, xml.etree.ElementTree as ET
+junit, doc = ET.parse(sys.argv[1]).getroot(), json.load(open(sys.argv[2]))
+names = [c.get("name") for c in junit.iter("testcase")]
+bad = [c.get("name") for c in junit.iter("testcase") if c.find("failure") is not None or c.find("error") is not None]
+assert doc["schema_version"] == 1, doc.get("schema_version")
+assert len(doc["cases"]) == len(names) == 4, (len(doc["cases"]), names)  # split + fused, stock + vllm
+assert sum("split" in n for n in names) == 2 and sum("fused" in n for n in names) == 2, names
+assert not bad, f"failing testcases: {bad}"
+print(f"[gate-example] ok: {len(names)} testcases, none failing: {', '.join(names)}")
+PY
+
+echo "[gate-example] the example's pytest suite with the compile_checks plugin"
+python -m pytest -q -p no:cacheprovider --compile-checks-analysis-only
+
+echo "[gate-example] negative control: a config that expects the fused case clean must exit 1"
+mkdir "$work/wrong"
+cp "$work/engine/toy_dit.py" "$work/engine/cases.py" "$work/wrong/"
+cat > "$work/wrong/wrong_expectation.py" <<'PY'
+"""The example's cases with the fused one (wrongly) expected clean."""
+from cases import cases as _cases
+
+
+def cases():
+    return [c.replace(expect_clean=True) if c.name == "fused" else c for c in _cases()]
+PY
+cat > "$work/wrong/pyproject.toml" <<'TOML'
+[tool.compile_checks]
+targets = ["wrong_expectation.py:cases"]
+pipelines = ["stock"]
+TOML
+cd "$work/wrong"
+set +e
+compile-checks gate --junitxml "$out/junit-wrong.xml" > "$out/gate-wrong.txt" 2>&1
+rc=$?
+set -e
+if [[ $rc -ne 1 ]]; then
+  echo "[gate-example] FAIL: the gate exited $rc with the fused case expected clean (want 1)" >&2
+  cat "$out/gate-wrong.txt" >&2
+  exit 1
+fi
+python - "$out/junit-wrong.xml" <<'PY'
+import sys, xml.etree.ElementTree as ET
+failed = [c.get("name") for c in ET.parse(sys.argv[1]).getroot().iter("testcase") if c.find("failure") is not None]
+assert failed and all("fused" in n for n in failed), failed
+print(f"[gate-example] ok: exit 1, failing testcase(s): {', '.join(failed)}")
+PY
+echo "[gate-example] passed (outputs in $out)"
