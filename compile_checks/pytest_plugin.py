@@ -72,12 +72,8 @@ def _marker_options(node: pytest.Item | None) -> dict[str, Any]:
 
 
 def _verdict_met(report: CloneReport, expect_clean: bool) -> bool:
-    """Clean (and error-free) when expected clean; a clone found (and no errors) for a negative control."""
-    # FALLBACK until soundness lands: reports without check_passed/errors are judged on clean alone
-    errors = getattr(report, "errors", None) or []
-    if expect_clean:
-        return bool(getattr(report, "check_passed", report.clean)) and not errors
-    return not report.clean and not errors
+    """The expected verdict from a usable check: errors and blind spots (unless allowed) fail both ways."""
+    return not report.problems and report.clean == expect_clean
 
 
 def _case_failure(result: CaseResult) -> str:

@@ -25,7 +25,7 @@ rm -rf .venv
 .venv/bin/python - <<'PY'
 import torch, vllm.v1.core.block_pool, vllm.v1.core.single_type_kv_cache_manager  # noqa: F401
 import vllm.v1.kv_cache_interface, vllm.v1.kv_cache_spec_registry, depyf, pandas  # noqa: F401
-import ar_paging, compile_checks, reports  # noqa: F401
+import ar_paging, compile_checks, compile_checks.reports  # noqa: F401
 assert torch.__version__.startswith("2.13.0"), torch.__version__
 assert not torch.version.cuda, f"a CUDA torch was installed ({torch.version.cuda}); expected the CPU build"
 print(f"[setup] ok: torch {torch.__version__}, vllm {vllm.__version__}")
