@@ -19,6 +19,8 @@ import torch
 from compile_checks.attribution import build_report
 from compile_checks.backend import Probe, instrumented_inductor
 from compile_checks.dumping import annotate_report, write_index
+from compile_checks.explain import explain_report
+from compile_checks.pass_bisect import PostGradRecorder
 from compile_checks.findings import CloneReport, SurvivingClone
 
 
@@ -44,6 +46,7 @@ class CloneCheck:
         dump_dir: str | os.PathLike[str] | None = None,
         inductor_config: Mapping[str, Any] | None = None,
         analysis_only: bool = False,
+        explain: bool = True,
     ) -> None:
         self.pools = dict(pools) if pools else None
         self.inductor_config = dict(inductor_config or {})
@@ -52,6 +55,10 @@ class CloneCheck:
         # analysis_only: dynamo + AOT + Inductor's post-grad passes run (so the verdict is the same),
         # lowering and C++ codegen do not; the post-grad FX graph itself is executed
         self.probe = Probe(analysis_only=analysis_only)
+        # explain: record why each clone survived (compile_checks.explain); re-runs passes only for clones
+        self.explain_recorder = (
+            PostGradRecorder(lambda: len(self.probe.regions) - 1, keep_code=self.dump_dir is not None) if explain else None
+        )
         self.report: CloneReport | None = None
         self._stack: contextlib.ExitStack | None = None
 
@@ -76,6 +83,8 @@ class CloneCheck:
         try:
             # instrumentation outermost: its dynamo reset must come after depyf wrote full_code_*
             stack.enter_context(instrumented_inductor(self.probe, self.functionalization, self.inductor_config))
+            if self.explain_recorder is not None:
+                stack.enter_context(self.explain_recorder.active())
             if self.dump_dir is not None:
                 import depyf
 
@@ -92,6 +101,7 @@ class CloneCheck:
         self._stack.__exit__(*exc)
         self._stack = None
         report = build_report(self.probe, self.pools, self.dump_dir)
+        report = explain_report(report, self.probe, self)
         if self.dump_dir is not None:
             report = annotate_report(report, self.probe, self.dump_dir)
             write_index(report, self.probe, self.dump_dir)
@@ -216,10 +226,13 @@ def format_clone(c: SurvivingClone) -> str:
     where = f"{c.graph_file}:{c.line}" if c.graph_file else f"region {c.region} node {c.node} (no dump written)"
     pool = c.pool if c.pool is not None else "<unnamed input>"
     dtype = str(c.dtype).removeprefix("torch.")
-    return (
+    text = (
         f"{c.op} argument {c.arg!r} (pool {pool}): clone of {c.nbytes} bytes "
         f"{list(c.shape)} {dtype}, node {c.node} in region {c.region} at {where}"
     )
+    if c.explanation is not None:
+        text += "".join(f"\n      {line}" for line in c.explanation.lines())
+    return text
 
 
 def format_report(report: CloneReport) -> str:
