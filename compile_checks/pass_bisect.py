@@ -77,12 +77,12 @@ def find_culprit(passes: list[PassStep], reader: str, writer: str) -> str | None
     return None
 
 
-def copy_graph_module(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
-    """A structural copy (same node names, meta dicts copied, fake values shared) to re-run passes on."""
-    graph = torch.fx.Graph()
-    out = graph.graph_copy(gm.graph, {})
-    graph.output(out)
-    return torch.fx.GraphModule(gm, graph)
+def copy_graph(graph: torch.fx.Graph) -> torch.fx.Graph:
+    """A structural copy (same node names, meta dicts copied, fake values shared) to re-run passes on.
+    Only the graph is copied up front; the GraphModule (which generates code) is built if a re-run happens."""
+    copy = torch.fx.Graph()
+    copy.output(copy.graph_copy(graph, {}))
+    return copy
 
 
 def cloned_without_pass(pristine: torch.fx.GraphModule, is_inference: bool, pass_name: str) -> set[tuple[str, tuple[str, ...]]]:
@@ -162,7 +162,7 @@ class PostGradRecorder:
             region = self.region_index()
             record = GraphRecord(region=region, ordinal=len(self.for_region(region)))
             record.placeholders = {n.name: i for i, n in enumerate(n for n in gm.graph.nodes if n.op == "placeholder")}
-            pristine = copy_graph_module(gm) if self.verify else None
+            pristine = copy_graph(gm.graph) if self.verify else None
             self.records.append(record)
             self._current = record
             try:
@@ -173,7 +173,7 @@ class PostGradRecorder:
                     record.post_grad = gm.code
                 _map_clones(gm.graph, record)
                 if pristine is not None and record.culprits:
-                    self._verify(record, pristine, is_inference)
+                    self._verify(record, torch.fx.GraphModule(gm, pristine), is_inference)
 
         return post_grad_passes
 
@@ -255,4 +255,4 @@ def _map_clones(graph: torch.fx.Graph, record: GraphRecord) -> None:
                 break
 
 
-__all__ = ["GraphRecord", "PassStep", "PostGradRecorder", "cloned_without_pass", "copy_graph_module", "find_culprit"]
+__all__ = ["GraphRecord", "PassStep", "PostGradRecorder", "cloned_without_pass", "copy_graph", "find_culprit"]
