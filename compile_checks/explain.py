@@ -53,6 +53,8 @@ class Conflict:
     user_line: str | None = None
 
     def describe(self) -> str:
+        if self.op == "output":
+            return "the graph's output (it returns the buffer)"
         where = f" at {self.user_line}" if self.user_line else ""
         return f"`{self.node}` ({self.op}){where}"
 
@@ -143,7 +145,8 @@ def explanation_of(refusal: Refusal, record: GraphRecord, index: int, clone: Sur
                    probe: Any = None, pools: Mapping[str, torch.Tensor] | None = None) -> Explanation:
     """Turn one recorded refusal into the user-facing :class:`Explanation` of ``clone``."""
     arg = clone.arg if clone.arg in refusal.args else "/".join(refusal.args)
-    me = f"`{arg}`" + (f" ({clone.pool})" if clone.pool else f" (graph input {refusal.placeholder or refusal.base})")
+    where = f"graph input {refusal.placeholder}" if refusal.placeholder else f"graph node {refusal.base}"
+    me = f"`{arg}`" + (f" ({clone.pool})" if clone.pool else f" ({where})")
     culprit = record.culprits.get(index)
     verified = record.verified.get(index, False)
     conflicts = [Conflict(r.node, r.op, r.user_line) for r in refusal.readers]
