@@ -19,6 +19,8 @@ import torch
 from compile_checks.attribution import build_report
 from compile_checks.backend import Probe, instrumented_inductor
 from compile_checks.dumping import annotate_report, write_index
+from compile_checks.explain import explain_report
+from compile_checks.pass_bisect import PostGradRecorder
 from compile_checks.findings import CloneReport, SurvivingClone
 from compile_checks.hooks import CheckSessionError, IncompatibleTorchError
 
@@ -46,6 +48,7 @@ class CloneCheck:
         inductor_config: Mapping[str, Any] | None = None,
         analysis_only: bool = False,
         allow_unanalysed: bool = False,
+        explain: bool = True,
     ) -> None:
         self.pools = dict(pools) if pools else None
         # accept regions the check could not analyse (a backward graph, a HOP subgraph ...)
@@ -57,6 +60,10 @@ class CloneCheck:
         # lowering and C++ codegen do not; the post-grad FX graph itself is executed
         self.probe = Probe(analysis_only=analysis_only)
         self.probe.set_pools(self.pools)
+        # explain: record why each clone survived (compile_checks.explain); re-runs passes only for clones
+        self.explain_recorder = (
+            PostGradRecorder(lambda: len(self.probe.regions) - 1, keep_code=self.dump_dir is not None) if explain else None
+        )
         self.report: CloneReport | None = None
         self._stack: contextlib.ExitStack | None = None
 
@@ -81,6 +88,8 @@ class CloneCheck:
         try:
             # instrumentation outermost: its dynamo reset must come after depyf wrote full_code_*
             stack.enter_context(instrumented_inductor(self.probe, self.functionalization, self.inductor_config))
+            if self.explain_recorder is not None:
+                stack.enter_context(self.explain_recorder.active())
             if self.dump_dir is not None:
                 import depyf
 
@@ -97,6 +106,7 @@ class CloneCheck:
         self._stack.__exit__(*exc)
         self._stack = None
         report = build_report(self.probe, self.pools, self.dump_dir, allow_unanalysed=self.allow_unanalysed)
+        report = explain_report(report, self.probe, self)
         if self.dump_dir is not None:
             report = annotate_report(report, self.probe, self.dump_dir)
             write_index(report, self.probe, self.dump_dir)
@@ -236,10 +246,13 @@ def format_clone(c: SurvivingClone) -> str:
     dtype = str(c.dtype).removeprefix("torch.")
     what = "whole-buffer copy by a functional ATen write" if c.kind == "aten_write_copy" else "clone"
     back = f", {c.written_bytes} bytes copied back" if c.written_bytes else ""
-    return (
+    text = (
         f"{c.op} argument {c.arg!r} (pool {pool}): {what} of {c.nbytes} bytes "
         f"{list(c.shape)} {dtype}{back}, node {c.node} in region {c.region} at {where}"
     )
+    if c.explanation is not None:
+        text += "".join(f"\n      {line}" for line in c.explanation.lines())
+    return text
 
 
 def format_report(report: CloneReport) -> str:

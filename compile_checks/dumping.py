@@ -10,22 +10,40 @@ depyf 0.20 (``depyf.prepare_debug(dir)``) writes, per compiled region ``__compil
 * plus ``__transformed_code_*_for_<fn>.py`` / ``full_code_for_<fn>_0.py`` (dynamo bytecode, decompiled).
 
 Detection never reads these files; they only give each clone a ``file:line``.
+
+When a clone survives, the check also writes, per post-grad graph ``k`` of a region (even in
+analysis-only mode, where depyf writes no post-grad file):
+
+* ``__compiled_fn_N.BEFORE_REINPLACE.k.py``: the graph as Inductor's reinplace pass received it
+  (``auto_functionalized*`` nodes, in the order the earlier passes left);
+* ``__compiled_fn_N.POST_GRAD.k.py``: the graph after every post-grad pass (the clones are here);
+
+and ``index.md`` shows, for each clone, its explanation and the lines around the write, the
+clone and the conflicting read in both files side by side, with links to the user's source lines.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
+import re
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from compile_checks.backend import Probe, Region
 from compile_checks.findings import CloneReport, SurvivingClone
 from compile_checks.graph_analysis import node_line
+from compile_checks.user_source import absolute_path
 
 FILE_KINDS: dict[str, str] = {
     "captured": "BEFORE_PRE_GRAD",
     "functionalized": "Forward_graph",
     "post_grad": "AFTER_POST_GRAD",
     "kernel": "kernel",
+    # written by this module when a clone survives (see write_explained_graphs)
+    "before_reinplace": "BEFORE_REINPLACE",
+    "post_grad_fx": "POST_GRAD",
 }
 
 
@@ -44,7 +62,9 @@ def region_files(dump_dir: Path, region: Region) -> dict[str, str | None]:
 
 
 def _locate(dump_dir: Path, region: Region, node: str) -> tuple[str | None, int | None]:
-    for path in _files(dump_dir, region.compiled_fn_name, FILE_KINDS["post_grad"]):
+    files = _files(dump_dir, region.compiled_fn_name, FILE_KINDS["post_grad"])
+    files += _files(dump_dir, region.compiled_fn_name, FILE_KINDS["post_grad_fx"])  # analysis-only dumps
+    for path in files:
         line = node_line(path.read_text(), node)
         if line is not None:
             return str(path), line
@@ -97,7 +117,7 @@ def render_index(report: CloneReport, probe: Probe, dump_dir: str) -> str:
     for region in probe.regions:
         files = report.region_files.get(region.index) or region_files(root, region)
         lines += [
-            f"## region {region.index}: `{region.compiled_fn_name}`",
+            f"## `{region.compiled_fn_name}` (region {region.index})",
             "",
             f"- calls: {report.region_calls.get(region.index, 0)}; kernel bytes (Inductor metrics): "
             f"{report.region_kernel_bytes.get(region.index, 0)}; compile: {region.compile_seconds:.2f} s",
@@ -119,6 +139,9 @@ def render_index(report: CloneReport, probe: Probe, dump_dir: str) -> str:
                     f"  - node `{c.node}` -> `{c.op}` `{c.arg}` (pool {c.pool or '-'}): {c.nbytes} bytes "
                     f"{list(c.shape)} {str(c.dtype).removeprefix('torch.')} at {where}"
                 )
+            for c in clones:
+                if c.explanation is not None:
+                    lines += render_explanation(c, root)
         else:
             lines.append("- surviving clones: none")
         lines.append("")
@@ -131,3 +154,129 @@ def write_index(report: CloneReport, probe: Probe, dump_dir: str) -> Path:
     path = Path(dump_dir) / "index.md"
     path.write_text(render_index(report, probe, dump_dir))
     return path
+
+
+# ---- explained graphs: BEFORE_REINPLACE / POST_GRAD files and the side-by-side excerpts ----------
+
+_EXCERPT_WIDTH = 72
+_COMPACT = (
+    (re.compile(r";\s+[\w, =]+= None$"), ""),  # the "x = y = None" frees after each statement
+    (re.compile(r"torch\.ops\.higher_order\."), ""),
+    (re.compile(r"torch\.ops\."), ""),
+    (re.compile(r"\.default\b"), ""),
+)
+
+
+def write_explained_graphs(
+    report: CloneReport, records: Sequence[Any], dump_dir: str, probe: Probe
+) -> tuple[list[SurvivingClone], list[SurvivingClone]]:
+    """Write BEFORE_REINPLACE / POST_GRAD files of the graphs with clones; point each explanation at them."""
+    root = Path(dump_dir)
+    names = {r.index: r.compiled_fn_name for r in probe.regions}
+    written: dict[tuple[int, int], dict[str, str]] = {}
+    for rec in records:
+        if not rec.refusals or rec.region not in names:
+            continue
+        files: dict[str, str] = {}
+        for key, kind, code in (("before_reinplace", "BEFORE_REINPLACE", rec.before_reinplace),
+                                ("post_grad", "POST_GRAD", rec.post_grad)):
+            if code:
+                path = root / f"{names[rec.region]}.{kind}.{rec.ordinal}.py"
+                path.write_text(code.lstrip("\n"))
+                files[key] = str(path)
+        written[(rec.region, rec.ordinal)] = files
+
+    def point(c: SurvivingClone) -> SurvivingClone:
+        e = c.explanation
+        if e is None:
+            return c
+        rec = next((r for r in records if r.region == c.region and any(x.node == e.write_node for x in r.refusals)), None)
+        files = written.get((rec.region, rec.ordinal), {}) if rec is not None else {}
+        return dataclasses.replace(c, explanation=dataclasses.replace(e, graph_files=files)) if files else c
+
+    return [point(c) for c in report.clones], [point(c) for c in report.other_clones]
+
+
+def _compact(line: str) -> str:
+    text = line.rstrip()
+    for pat, sub in _COMPACT:
+        text = pat.sub(sub, text)
+    return text
+
+
+def excerpt(source: str, nodes: Sequence[str], context: int = 1) -> list[tuple[int | None, str, bool]]:
+    """(line number, compacted text, is a key line) around each node's line; ``None`` rows are gaps."""
+    src = source.splitlines()
+    keys = {n for n in (node_line(source, name) for name in nodes) if n is not None}
+    wanted = sorted({i for k in keys for i in range(k - context, k + context + 1) if 1 <= i <= len(src)})
+    rows: list[tuple[int | None, str, bool]] = []
+    prev = None
+    for i in wanted:
+        if prev is not None and i != prev + 1:
+            rows.append((None, "...", False))
+        rows.append((i, _compact(src[i - 1]), i in keys))
+        prev = i
+    return rows
+
+
+def _cell(row: tuple[int | None, str, bool] | None) -> str:
+    if row is None:
+        return ""
+    lineno, text, key = row
+    head = f"{'>' if key else ' '}{lineno:>4} " if lineno is not None else "      "
+    body = text.strip()
+    room = _EXCERPT_WIDTH - len(head)
+    return head + (body if len(body) <= room else body[: room - 1] + "~")
+
+
+def side_by_side(left: list[tuple[int | None, str, bool]], right: list[tuple[int | None, str, bool]],
+                 titles: tuple[str, str]) -> list[str]:
+    """Two excerpts as fixed-width columns (a fenced block reads the same in a terminal and a browser)."""
+    out = ["```text", f"{titles[0]:<{_EXCERPT_WIDTH}} | {titles[1]}", f"{'-' * _EXCERPT_WIDTH}-+-{'-' * _EXCERPT_WIDTH}"]
+    for i in range(max(len(left), len(right))):
+        a = _cell(left[i] if i < len(left) else None)
+        b = _cell(right[i] if i < len(right) else None)
+        out.append(f"{a:<{_EXCERPT_WIDTH}} | {b}".rstrip())
+    out.append("```")
+    return out
+
+
+def _source_link(location: str | None, root: Path) -> str:
+    """``[file:line](relative/path#Lline)`` to the user's source when the file exists, else plain text."""
+    if not location:
+        return "(no stack trace)"
+    path = absolute_path(location)
+    if path is None:
+        return f"`{location}`"
+    line = location.rsplit(":", 1)[1]
+    return f"[{location}]({os.path.relpath(path, root)}#L{line})"
+
+
+def render_explanation(c: SurvivingClone, root: Path) -> list[str]:
+    """The index.md block for one explained clone."""
+    e = c.explanation
+    lines = [
+        "",
+        f"### why `{c.arg}` ({c.pool or 'unnamed input'}) is cloned: {e.cause}",
+        "",
+        f"- why: {e.reason}",
+        f"- mutating call: {_source_link(e.user_line, root)}",
+    ]
+    lines += [f"- conflicting read: `{x.node}` ({x.op}) at {_source_link(x.user_line, root)}" for x in e.conflicting]
+    if e.culprit_pass:
+        proof = "verified: disabling it removes the clone" if e.culprit_verified else "not verified"
+        lines.append(f"- culprit pass: `{e.culprit_pass}` ({proof})")
+    lines += [f"- fix: {e.fix}", ""]
+    before, after = e.graph_files.get("before_reinplace"), e.graph_files.get("post_grad")
+    if before and after:
+        readers = [x.node for x in e.conflicting]
+        left = excerpt(Path(before).read_text(), [e.write_node or "", *readers])
+        right = excerpt(Path(after).read_text(), [c.node, *readers])
+        lines += [
+            f"Before reinplacing ({_rel(before, root)}) and after all post-grad passes ({_rel(after, root)}); "
+            "`>` marks the write, the clone and the conflicting reads:",
+            "",
+            *side_by_side(left, right, ("before reinplacing", "after post-grad passes")),
+            "",
+        ]
+    return lines

@@ -49,6 +49,7 @@ class SurvivingClone:
     line: int | None = None
     kind: str = "functionalization_clone"
     written_bytes: int = 0
+    explanation: Any = None  # compile_checks.explain.Explanation (why it survived, the fix)
 
     @property
     def traffic_bytes(self) -> int:
@@ -57,6 +58,7 @@ class SurvivingClone:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
+        d["explanation"] = self.explanation.to_dict() if self.explanation is not None else None
         d["dtype"] = str(self.dtype).removeprefix("torch.")
         d["shape"] = list(self.shape)
         return d

@@ -94,6 +94,9 @@ class CallRecorder:
     copy_hits: set[CopyHit] = field(default_factory=set)
     arg_hits: set[ArgHit] = field(default_factory=set)
     problems: set[str] = field(default_factory=set)
+    # every input's storage geometry, once per distinct watched key (explanations name the
+    # pool behind a non-mutated input from it: "`v_pool` shares one storage with `k_pool` (layer0.k)")
+    signatures: list[tuple[StorageRef | None, ...]] = field(default_factory=list)
     _seen: set[tuple] = field(default_factory=set)
 
     def __post_init__(self) -> None:
@@ -113,6 +116,7 @@ class CallRecorder:
         if key in self._seen:
             return
         self._seen.add(key)
+        self.signatures.append(tuple(StorageRef.of(a) if isinstance(a, torch.Tensor) else None for a in args))
         by_index = dict(zip(self._watched, refs))
         for i, site in enumerate(self.sites):
             self._attribute_site(i, site, by_index.get(site.placeholder_index), bindings)

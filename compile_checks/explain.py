@@ -1,0 +1,231 @@
+"""Explain each surviving clone: the cause, the user's source line, the pass that caused it, the fix.
+
+A check records (:class:`~compile_checks.pass_bisect.PostGradRecorder`) why Inductor's reinplace
+pass cloned each mutated argument, and which post-grad pass moved a read below the write;
+:func:`explain_report` attaches an :class:`Explanation` to every clone of the report.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from compile_checks.findings import CloneReport, SurvivingClone
+from compile_checks.pass_bisect import GraphRecord, PostGradRecorder
+from compile_checks.reinplace_refusals import CAUSES, Refusal
+
+REORDER_FIX = (
+    "keep the commit out of reach of `{pass_}`: `torch.compile(fn, options={{'{pass_}': False}})`, or in vLLM "
+    "`CompilationConfig(inductor_compile_config={{'{pass_}': False}})`; or commit before the window gather "
+    "(the write-then-read order is clean by construction)"
+)
+CUSTOM_PASS_FIX = (
+    "`{pass_}` moved the read below the write: fix that pass, or switch it off with "
+    "`torch._inductor.config.disabled_passes = '{pass_}'`; or commit before the window gather "
+    "(the write-then-read order is clean by construction)"
+)
+FIXES: dict[str, str] = {
+    "shared_storage": (
+        "allocate K and V as separate tensors (`ar_paging.allocate_kv_pool_with_views`); or pass the one `(2, ...)` "
+        "allocation whole and take `kv[0]` / `kv[1]` inside the compiled region (vLLM: hand the attention layer its "
+        "`kv_cache` tensor whole, not pre-split views of it)"
+    ),
+    "read_after_write": (
+        "commit before the window gather (the write-then-read order is clean by construction), or read the "
+        "new values from what the write produced instead of the pool"
+    ),
+    "view_not_written_back": "pass the pool to the compiled region as a whole tensor it writes, not a view derived inside it",
+    "output_alias": "do not return the pool (or a view of it) from the compiled region; return what you computed from it",
+    "other": "see Inductor's reason above; keep the dump (`dump_dir=`) and report it with the graphs",
+}
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """A node that reads the buffer after the write (or returns it), with its user source line."""
+
+    node: str
+    op: str
+    user_line: str | None = None
+
+    def describe(self) -> str:
+        if self.op == "output":
+            return "the graph's output (it returns the buffer)"
+        where = f" at {self.user_line}" if self.user_line else ""
+        return f"`{self.node}` ({self.op}){where}"
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """Why one clone survived, where the user wrote it, which pass caused it, how to fix it."""
+
+    cause: str  # one of CAUSES
+    reason: str
+    user_line: str | None = None  # "file.py:123" of the mutating call
+    conflicting: list[Conflict] = field(default_factory=list)
+    culprit_pass: str | None = None
+    culprit_verified: bool = False
+    fix: str = ""
+    # where the evidence sits in the dump (filled by compile_checks.dumping when dumps are written)
+    graph_files: dict[str, str] = field(default_factory=dict)
+    write_node: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.cause not in CAUSES:
+            raise ValueError(f"cause must be one of {CAUSES}, got {self.cause!r}")
+
+    def summary(self) -> str:
+        """One line: cause, reason, source line, culprit, fix."""
+        parts = [f"{self.cause}: {self.reason}"]
+        if self.user_line:
+            parts.append(f"written at {self.user_line}")
+        if self.culprit_pass:
+            parts.append(f"caused by {self.culprit_pass}" + (" (verified)" if self.culprit_verified else " (not verified)"))
+        parts.append(f"fix: {self.fix}")
+        return "; ".join(parts)
+
+    def lines(self) -> list[str]:
+        out = [f"why: {self.cause}: {self.reason}"]
+        out.append(f"mutating call: {self.user_line or '(no user stack trace on the node)'}")
+        out += [f"conflicting read: {c.describe()}" for c in self.conflicting]
+        if self.culprit_pass:
+            proof = (
+                f"verified: re-running the post-grad passes with {self.culprit_pass} off removes this clone"
+                if self.culprit_verified
+                else "not verified: the clone stays with the pass disabled"
+            )
+            out.append(f"culprit pass: {self.culprit_pass} ({proof})")
+        out.append(f"fix: {self.fix}")
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["conflicting"] = [dataclasses.asdict(c) for c in self.conflicting]
+        return d
+
+
+def fix_for(cause: str, culprit: str | None) -> str:
+    if cause == "read_after_write" and culprit is not None:
+        template = REORDER_FIX if culprit in _INDUCTOR_REORDER_PASSES else CUSTOM_PASS_FIX
+        return template.format(pass_=culprit)
+    return FIXES[cause]
+
+
+# built-in Inductor passes that take an Inductor config flag of the same name
+_INDUCTOR_REORDER_PASSES = ("reorder_for_locality",)
+
+
+def _pool_of(record: GraphRecord, placeholder: str | None, probe: Any, pools: Mapping[str, torch.Tensor] | None,
+             anchor: tuple[str | None, str | None] = (None, None)) -> str | None:
+    """The caller's pool name of graph input ``placeholder`` (runtime storage + geometry), taken from
+    the call in which graph input ``anchor[0]`` held pool ``anchor[1]`` (a region runs once per layer)."""
+    if not pools or placeholder not in record.placeholders:
+        return None
+    from compile_checks.attribution import match_pool
+
+    def pool_at(sig: tuple[Any, ...], name: str | None) -> str | None:
+        ref = sig[record.placeholders[name]] if name in record.placeholders else None
+        return match_pool(ref, ref, pools) if ref is not None else None
+
+    region = next((r for r in getattr(probe, "regions", []) if r.index == record.region), None)
+    for inner in getattr(region, "inner", []):
+        for sig in (inner.recorder.signatures if inner.recorder is not None else []):
+            if len(sig) != len(record.placeholders):
+                continue
+            if anchor[1] is None or pool_at(sig, anchor[0]) == anchor[1]:
+                return pool_at(sig, placeholder)
+    return None
+
+
+def explanation_of(refusal: Refusal, record: GraphRecord, index: int, clone: SurvivingClone,
+                   probe: Any = None, pools: Mapping[str, torch.Tensor] | None = None) -> Explanation:
+    """Turn one recorded refusal into the user-facing :class:`Explanation` of ``clone``."""
+    arg = clone.arg if clone.arg in refusal.args else "/".join(refusal.args)
+    where = f"graph input {refusal.placeholder}" if refusal.placeholder else f"graph node {refusal.base}"
+    me = f"`{arg}`" + (f" ({clone.pool})" if clone.pool else f" ({where})")
+    culprit = record.culprits.get(index)
+    verified = record.verified.get(index, False)
+    conflicts = [Conflict(r.node, r.op, r.user_line) for r in refusal.readers]
+    if refusal.cause == "shared_storage":
+        other_pool = _pool_of(record, refusal.other_base, probe, pools, (refusal.placeholder, clone.pool))
+        other = "/".join(refusal.other_args) or refusal.other_base or "another argument"
+        other_desc = f"`{other}`" + (f" ({other_pool})" if other_pool else f" (graph input {refusal.other_base})")
+        reason = (
+            f"{me} shares one storage with {other_desc}; Inductor writes {other_desc} in place and must clone "
+            f"the shared storage for {me} ({clone.nbytes} bytes)"
+        )
+    elif refusal.cause == "read_after_write":
+        first = conflicts[0].describe() if conflicts else "a later node"
+        reason = f"the old value of {me} is read after the write by {first} in the final order, so Inductor keeps a copy"
+        if culprit:
+            reason += f"; `{culprit}` moved that read below the write (it came before it in the graph the pass received)"
+        else:
+            reason += "; the read follows the write in the program itself"
+    elif refusal.cause == "output_alias":
+        reason = f"{me} is aliased by a graph output, so the caller would see the write: Inductor keeps a copy"
+    elif refusal.cause == "view_not_written_back":
+        reason = f"{me}: {refusal.detail}"
+    else:
+        reason = f"{me}: {refusal.detail}"
+    return Explanation(
+        cause=refusal.cause, reason=reason, user_line=refusal.user_line, conflicting=conflicts,
+        culprit_pass=culprit, culprit_verified=verified, fix=fix_for(refusal.cause, culprit), write_node=refusal.node,
+    )
+
+
+def _find(records: list[GraphRecord], clone: SurvivingClone) -> tuple[GraphRecord, int] | None:
+    """The refusal behind ``clone``: by its clone node, else by the write node, else by (op, arg)."""
+    for rec in records:
+        if clone.node in rec.clone_nodes:
+            return rec, rec.clone_nodes[clone.node]
+    for rec in records:
+        for i, r in enumerate(rec.refusals):
+            if r.node == clone.node:
+                return rec, i
+    for rec in records:
+        for i, r in enumerate(rec.refusals):
+            if r.op == clone.op and clone.arg in r.args:
+                return rec, i
+    return None
+
+
+def explain_clone(clone: SurvivingClone, records: list[GraphRecord], probe: Any = None,
+                  pools: Mapping[str, torch.Tensor] | None = None) -> Explanation:
+    found = _find([r for r in records if r.region == clone.region], clone)
+    if found is None:
+        logs = "; ".join(line for r in records if r.region == clone.region for line in r.inductor_log.values())
+        return Explanation(
+            cause="other",
+            reason=f"no reinplace decision was recorded for `{clone.arg}` in region {clone.region}"
+            + (f"; Inductor: {logs}" if logs else "; Inductor logged no reinplace decision for it"),
+            fix=FIXES["other"],
+        )
+    record, index = found
+    return explanation_of(record.refusals[index], record, index, clone, probe, pools)
+
+
+def explain_report(report: CloneReport, probe: Any, check: Any) -> CloneReport:
+    """Fill ``explanation`` on every clone and other clone of ``report`` from the check's recorder."""
+    recorder: PostGradRecorder | None = getattr(check, "explain_recorder", None)
+    if recorder is None:
+        return report
+    pools = getattr(check, "pools", None)
+
+    def explain(c: SurvivingClone) -> SurvivingClone:
+        return dataclasses.replace(c, explanation=explain_clone(c, recorder.records, probe, pools))
+
+    report.clones = [explain(c) for c in report.clones]
+    report.other_clones = [explain(c) for c in report.other_clones]
+    dump_dir = getattr(check, "dump_dir", None)
+    if dump_dir is not None and (report.clones or report.other_clones):
+        from compile_checks.dumping import write_explained_graphs
+
+        report.clones, report.other_clones = write_explained_graphs(report, recorder.records, dump_dir, probe)
+    return report
+
+
+__all__ = ["Conflict", "Explanation", "FIXES", "explain_clone", "explain_report", "explanation_of", "fix_for"]
