@@ -272,7 +272,7 @@ def _list(args: argparse.Namespace) -> int:
     return EXIT_CLEAN
 
 
-def _report(args: argparse.Namespace) -> int:
+def _report(report_args: Sequence[str]) -> int:
     try:
         from compile_checks.reports.cli import main as report_main
     except ModuleNotFoundError as e:
@@ -280,11 +280,14 @@ def _report(args: argparse.Namespace) -> int:
             raise
         print("error: compile-checks report needs compile_checks.reports, which this install does not have", file=sys.stderr)
         return EXIT_USAGE
-    return int(report_main(list(args.report_args)) or 0)
+    return int(report_main(list(report_args)) or 0)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point (console script ``compile-checks``); returns the exit code, never a traceback."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["report"]:  # everything after it belongs to the report's own parser (--help included)
+        return _report(argv[1:])
     parser = _parser()
     try:
         args = _merge(parser.parse_args(argv))
@@ -295,7 +298,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "gate": lambda: _gate(args, "gate"),
         "dump": lambda: _gate(args, "dump"),
         "list": lambda: _list(args),
-        "report": lambda: _report(args),
+        "report": lambda: _report(args.report_args),
     }
     try:
         if command == "report" and any(getattr(args, _dest(f, kw)) is not None for f, kw in _RUN_OPTIONS):

@@ -214,7 +214,9 @@ def _run_parallel(
     ctx = multiprocessing.get_context("spawn")  # fork after torch is imported is unsafe
     results: dict[int, Outcome] = {}
     with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_worker_init, initargs=(threads,)) as pool:
-        futures = {pool.submit(_worker_run, p, dump_root): i for i, p in enumerate(cases)}
+        # full compiles first: each is several analysis cases long, so they overlap the rest
+        order = sorted(range(len(cases)), key=lambda i: cases[i].analysis_only)
+        futures = {pool.submit(_worker_run, cases[i], dump_root): i for i in order}
         for fut in as_completed(futures):
             results[futures[fut]] = fut.result()
             if on_done is not None:
