@@ -102,3 +102,12 @@ def test_pyproject_table_supplies_targets_and_junit(
 def test_eager_mismatch_exits_5(engine: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["gate", f"{engine}:wrong_numbers", "--no-progress"]) == 5
     assert "NO (5.00e-01)" in capsys.readouterr().out
+
+
+def test_dump_compiles_fully_and_writes_an_index_per_case(engine: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "dumps"
+    assert main(["dump", f"{engine}:regressed", "--out", str(out), "--json"]) == 1
+    case = json.loads(capsys.readouterr().out)["cases"][0]
+    assert case["analysis_only"] is False and case["clones"][0]["where"].split(":")[0].endswith(".py")
+    index = (out / "fused_expected_clean" / "index.md").read_text()
+    assert "CLONED" in index and "AFTER_POST_GRAD" in index
