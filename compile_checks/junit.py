@@ -60,9 +60,8 @@ def write_junit(outcomes: Sequence[Outcome], path: Path, seconds: float) -> None
         if o.error is not None:
             ET.SubElement(tc, "error", message=message or "", type=o.error_kind or "error").text = message
         elif message is not None:
-            ET.SubElement(tc, "failure", message=message, type="clone" if not o.verdict_met else "eager_mismatch").text = (
-                "\n".join([message, *(clone_line(c) for c in o.clones)])
-            )
+            kind = "clone" if not o.verdict_met else "eager_mismatch"
+            ET.SubElement(tc, "failure", message=message, type=kind).text = message.replace(" | ", "\n")
         details = [f"expect {'clean' if o.expect_clean else 'clones'}; mode {'analysis-only' if o.analysis_only else 'full'}"]
         details += [clone_line(c) for c in o.clones] + o.notes
         ET.SubElement(tc, "system-out").text = "\n".join(details)
