@@ -240,8 +240,8 @@ def _list(args: argparse.Namespace) -> int:
     used = sorted(k for k in _NOT_FOR_LIST if getattr(args, k) is not None)
     if used:
         raise UsageError(f"list does not take {', '.join('--' + k.replace('_', '-') for k in used)}")
-    if args.targets or args.scenario or (_config(args) or GateConfig(Path())).targets:
-        args.pipeline = args.full = args.analysis_only = args.jobs = None
+    config = None if (args.targets or args.scenario) else _config(args)
+    if args.targets or args.scenario or (config is not None and config.targets):
         plan, _ = _plan(args, "list")
         rows = [
             {"name": p.label, "group": p.group, "pipeline": p.pipeline, "expect_clean": p.expect_clean,

@@ -121,3 +121,12 @@ def test_report_without_the_reports_package_exits_2(monkeypatch: pytest.MonkeyPa
     monkeypatch.setitem(sys.modules, "compile_checks.reports", None)  # import fails as if not installed
     assert main(["report", "--help"]) == 2
     assert "compile_checks.reports" in capsys.readouterr().err
+
+
+def test_list_shows_the_cases_a_target_names(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    engine = write_engine(tmp_path)
+    assert main(["list", f"{engine}:gate", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r["name"], r["mode"], r["expect_clean"]) for r in rows] == [
+        ("split_step", "analysis", True), ("fused_control", "analysis", False),
+    ]
