@@ -17,6 +17,13 @@ from compile_checks.runner import PHASES, Outcome
 SCHEMA_VERSION = 1
 
 
+def _esc(text: str) -> str:
+    """Case labels and messages are the user's text: ``split[codegen]`` is not rich markup."""
+    from rich.markup import escape
+
+    return escape(text)
+
+
 def json_document(outcomes: Sequence[Outcome], code: int, seconds: float, notes: Sequence[str]) -> str:
     return json.dumps(
         {
@@ -48,7 +55,7 @@ def _verdict(o: Outcome) -> str:
     if o.clean:
         return "clean"
     args = ",".join(sorted({c["arg"] for c in o.clones}))
-    return f"{len(o.clones)} clone(s) {args} {sum(c['nbytes'] for c in o.clones)} B"
+    return _esc(f"{len(o.clones)} clone(s) {args} {sum(c['nbytes'] for c in o.clones)} B")
 
 
 def _eager(o: Outcome) -> str:
@@ -65,7 +72,7 @@ def verdict_table(outcomes: Sequence[Outcome], title: str) -> Any:
         t.add_column(col)
     for o in outcomes:
         t.add_row(
-            o.label,
+            _esc(o.label),
             o.pipeline,
             "analysis" if o.analysis_only else "full",
             _verdict(o),
@@ -95,7 +102,7 @@ def timings_table(outcomes: Sequence[Outcome]) -> Any:
         totals["compile"] += o.compile_seconds
         totals["rest"] += rest
         totals["wall"] += o.wall_seconds
-        t.add_row(o.label, *cells, f"{o.compile_seconds:.2f}", f"{rest:.2f}", f"{o.wall_seconds:.2f}")
+        t.add_row(_esc(o.label), *cells, f"{o.compile_seconds:.2f}", f"{rest:.2f}", f"{o.wall_seconds:.2f}")
     has_phases = any(o.phase_seconds for o in outcomes)
     t.add_row(
         "[bold]total[/bold]",
@@ -114,15 +121,16 @@ def print_results(
     console.print(verdict_table(outcomes, title))
     for o in outcomes:
         if o.error is not None:
-            console.print(f"  {o.label}: {o.error}", highlight=False)
+            console.print(f"  {o.label}: {o.error}", highlight=False, markup=False)
         for c in o.clones:
-            console.print(f"  {o.label}: {clone_line(c)}", highlight=False)
+            console.print(f"  {o.label}: {clone_line(c)}", highlight=False, markup=False)
         for e in o.check_errors:
-            console.print(f"  {o.label}: {e}", highlight=False)
+            console.print(f"  {o.label}: {e}", highlight=False, markup=False)
         if not o.passed and not o.expect_clean and o.clean:
-            console.print(f"  {o.label}: negative control stopped cloning (the check lost its power)", highlight=False)
+            msg = f"  {o.label}: negative control stopped cloning (the check lost its power)"
+            console.print(msg, highlight=False, markup=False)
     for n in notes:
-        console.print(f"note: {n}", highlight=False)
+        console.print(f"note: {n}", highlight=False, markup=False)
     if timings:
         console.print(timings_table(outcomes))
     failed = sum(not o.passed for o in outcomes)

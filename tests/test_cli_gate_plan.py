@@ -42,3 +42,13 @@ def test_jobs_2_runs_cases_in_worker_processes(tmp_path: Path, capsys: pytest.Ca
     assert main(["gate", f"{engine}:gate", "--jobs", "2", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert [(c["label"], c["clean"]) for c in doc["cases"]] == [("split_step", True), ("fused_control", False)]
+
+
+def test_codegen_labels_are_printed_verbatim(capsys: pytest.CaptureFixture[str]) -> None:
+    """``[codegen]`` is not swallowed as rich markup (it was: the smoke rows read plain ``split``)."""
+    from compile_checks.gate_output import print_results
+    from compile_checks.runner import Outcome
+
+    o = Outcome("split[codegen]", "builtin/stock", "stock", True, False, True, clean=True, eager_match=True)
+    print_results([o], title="gate", code=0, seconds=1.0, notes=[], timings=True)
+    assert capsys.readouterr().out.count("split[codegen]") == 2  # verdict table and timings table
