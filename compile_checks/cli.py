@@ -54,7 +54,7 @@ _RUN_OPTIONS: list[tuple[tuple[str, ...], dict[str, Any]]] = [
     (("--analysis-only",), dict(action="store_const", const=True, help="no full compile at all (drops the codegen smoke)")),
     (("--junitxml",), dict(metavar="PATH", help="write a JUnit XML report (one testcase per case)")),
     (("--dump-dir", "--dump"), dict(dest="dump_dir", metavar="DIR", help="depyf dumps + index.md per case under DIR")),
-    (("--jobs", "-j"), dict(type=int, metavar="N", help="run cases in N processes (default 1; see README for when it pays)")),
+    (("--jobs", "-j"), dict(type=int, metavar="N", help="run cases in N spawned processes (default: 2 on 2+ cores for 8+ cases, else 1)")),
     (("--timings",), dict(action="store_const", const=True, help="per-phase compile times per case")),
 ]
 _APPENDS = {"scenario", "pipeline"}
@@ -198,7 +198,7 @@ def exit_code(outcomes: Sequence[Any]) -> int:
 def _gate(args: argparse.Namespace, command: str) -> int:
     from compile_checks.gate_output import json_document, print_results
     from compile_checks.junit import write_junit
-    from compile_checks.runner import progress_callback, run_plan
+    from compile_checks.runner import auto_jobs, progress_callback, run_plan
 
     plan, config = _plan(args, command)
     if not plan.cases:
@@ -212,7 +212,8 @@ def _gate(args: argparse.Namespace, command: str) -> int:
     on_done, close = progress_callback(len(plan.cases), not args.no_progress)
     t0 = time.perf_counter()
     try:
-        outcomes = run_plan(plan, dump_root=dump_root, jobs=args.jobs or 1, on_done=on_done)
+        jobs = args.jobs if args.jobs is not None else auto_jobs(len(plan.cases))
+        outcomes = run_plan(plan, dump_root=dump_root, jobs=jobs, on_done=on_done)
     finally:
         close()
     seconds = time.perf_counter() - t0

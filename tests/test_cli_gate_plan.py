@@ -52,3 +52,10 @@ def test_codegen_labels_are_printed_verbatim(capsys: pytest.CaptureFixture[str])
     o = Outcome("split[codegen]", "builtin/stock", "stock", True, False, True, clean=True, eager_match=True)
     print_results([o], title="gate", code=0, seconds=1.0, notes=[], timings=True)
     assert capsys.readouterr().out.count("split[codegen]") == 2  # verdict table and timings table
+
+
+def test_auto_jobs_keeps_small_plans_in_process() -> None:
+    from compile_checks.runner import AUTO_JOBS_MIN_CASES, auto_jobs
+
+    assert auto_jobs(AUTO_JOBS_MIN_CASES - 1) == 1
+    assert auto_jobs(AUTO_JOBS_MIN_CASES) in (1, 2)  # 2 on a machine with 2+ cores
