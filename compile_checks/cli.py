@@ -1,23 +1,31 @@
-"""``python -m compile_checks``: run the scenarios, print a verdict table, exit with a meaning.
+"""``compile-checks`` / ``python -m compile_checks``: gate cases for pool clones, exit with a meaning.
 
-Exit codes (also in the README, "CLI"):
-    0  every scenario run is clean (no surviving pool clone) and matches eager
-    1  a surviving pool clone was found in a scenario run (``--scenario fused`` exits 1)
-    2  usage error or unknown scenario (the message lists the valid names)
-    3  the dump / output directory cannot be written
-    4  a region failed to compile (or the check itself failed); one line says why
-    5  no clone, but the compiled run's pools/latents differ from the eager run's
+Subcommands: ``gate [TARGET...]`` (the default), ``list``, ``dump``, ``report``. Options work
+before or after the subcommand (``compile-checks --json gate`` == ``compile-checks gate --json``).
+``--help`` and usage errors answer without importing torch.
+
+Exit codes (the README has the same table):
+    0  every case met its expectation (clean cases clean, negative controls still cloning)
+    1  some case did not (a surviving clone, or a negative control that stopped cloning)
+    2  usage error, unknown scenario, bad target, bad ``[tool.compile_checks]`` table
+    3  an output path (``--junitxml``, ``--dump-dir``, ``--out``) cannot be written
+    4  a case failed to compile (or the check itself failed); one line per case says why
+    5  every verdict met, but a compiled run differs from its eager reference
+When several apply, the first in the order 3, 4, 1, 5 wins.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+from compile_checks.case import PIPELINES
+from compile_checks.config import ConfigError, GateConfig, load_config
 
 EXIT_CLEAN = 0
 EXIT_CLONES = 1
@@ -28,262 +36,285 @@ EXIT_MISMATCH = 5
 
 
 class UsageError(Exception):
-    """Bad arguments (exit 2)."""
+    """Bad arguments, targets or config (exit 2)."""
+
+
+class Unwritable(Exception):
+    """An output path cannot be written (exit 3)."""
+
+
+# options accepted both before and after the subcommand: (flags, argparse kwargs); default None
+_RUN_OPTIONS: list[tuple[tuple[str, ...], dict[str, Any]]] = [
+    (("--json",), dict(action="store_const", const=True, help="machine-readable output on stdout (schema_version 1)")),
+    (("--no-progress",), dict(action="store_const", const=True, help="no progress bar on stderr")),
+    (("--config",), dict(metavar="PYPROJECT", help="read [tool.compile_checks] from this file (default ./pyproject.toml)")),
+    (("--scenario",), dict(action="append", metavar="NAME", help="built-in scenario(s) instead of the built-in gate")),
+    (("--pipeline",), dict(action="append", choices=PIPELINES, help="run every case under this pipeline (repeatable)")),
+    (("--full",), dict(action="store_const", const=True, help="compile every case fully (default: analysis-only verdicts)")),
+    (("--analysis-only",), dict(action="store_const", const=True, help="no full compile at all (drops the codegen smoke)")),
+    (("--junitxml",), dict(metavar="PATH", help="write a JUnit XML report (one testcase per case)")),
+    (("--dump-dir", "--dump"), dict(dest="dump_dir", metavar="DIR", help="depyf dumps + index.md per case under DIR")),
+    (("--jobs", "-j"), dict(type=int, metavar="N", help="run cases in N spawned processes (default: 2 on 2+ cores for 8+ cases, else 1)")),
+    (("--timings",), dict(action="store_const", const=True, help="per-phase compile times per case")),
+]
+_APPENDS = {"scenario", "pipeline"}
+_NOT_FOR_LIST = {"pipeline", "full", "analysis_only", "junitxml", "dump_dir", "jobs", "timings"}
+
+
+def _dest(flags: tuple[str, ...], kw: dict[str, Any]) -> str:
+    return kw.get("dest") or flags[0].lstrip("-").replace("-", "_")
+
+
+def _add_run_options(parser: argparse.ArgumentParser, prefix: str) -> None:
+    for flags, kw in _RUN_OPTIONS:
+        kw = dict(kw, dest=prefix + _dest(flags, kw), default=None)
+        if prefix:  # the subcommand's copy: shown once, in the subcommand's --help
+            parser.add_argument(*flags, **kw)
+        else:
+            parser.add_argument(*flags, **{**kw, "help": argparse.SUPPRESS})
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m compile_checks",
-        description="Check that Inductor re-inplaces the paged-KV commit write (no pool clones).",
+        prog="compile-checks",
+        description="Check that Inductor re-inplaces your engine's paged-KV writes (no pool-sized clones).",
+        epilog="Exit codes: 0 all met, 1 not met, 2 usage, 3 unwritable output, 4 compile error, 5 compiled != eager.",
     )
-    sub = p.add_subparsers(dest="command")
-
-    def common(sp: argparse.ArgumentParser) -> None:
-        sp.add_argument("--json", action="store_true", help="machine-readable output on stdout")
-        sp.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
-        sp.add_argument(
-            "--quick",
-            action="store_true",
-            help="smoke mode: 1 denoising step per chunk, so only the commit graph is compiled",
-        )
-        sp.add_argument(
-            "--analysis-only",
-            action="store_true",
-            help="stop Inductor after its post-grad passes (same verdict, no C++ codegen, no kernel bytes)",
-        )
-
-    g = sub.add_parser("gate", help="run the default gate (or --scenario NAME ...); exit 1 on any clone")
-    g.add_argument("--scenario", action="append", metavar="NAME", help="run these scenarios instead of the gate")
-    g.add_argument("--dump", metavar="DIR", help="write depyf dumps + index.md per scenario under DIR")
-    common(g)
-    ls = sub.add_parser("list", help="list the scenarios")
-    ls.add_argument("--json", action="store_true")
-    d = sub.add_parser("dump", help="run one scenario with depyf dumps and an index.md")
-    d.add_argument("--scenario", required=True, metavar="NAME")
+    _add_run_options(p, "")
+    sub = p.add_subparsers(dest="command", metavar="{gate,list,dump,report}")
+    target_help = "path/to/file.py:NAME or package.module:NAME (a Case, a list, or a zero-arg callable)"
+    g = sub.add_parser("gate", help="check cases (targets, pyproject, or the built-in gate); the default")
+    g.add_argument("targets", nargs="*", metavar="TARGET", help=target_help)
+    _add_run_options(g, "sub_")
+    ls = sub.add_parser("list", help="list the built-in scenarios, or the cases the targets/pyproject name")
+    ls.add_argument("targets", nargs="*", metavar="TARGET", help=target_help)
+    _add_run_options(ls, "sub_")
+    d = sub.add_parser("dump", help="compile cases fully with depyf dumps and an index.md per case")
+    d.add_argument("targets", nargs="*", metavar="TARGET", help=target_help)
     d.add_argument("--out", required=True, metavar="DIR")
-    common(d)
-    # `python -m compile_checks --scenario fused` == `gate --scenario fused`
-    p.add_argument("--scenario", action="append", metavar="NAME", help=argparse.SUPPRESS)
-    p.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
-    p.add_argument("--no-progress", action="store_true", help=argparse.SUPPRESS)
-    p.add_argument("--quick", action="store_true", help=argparse.SUPPRESS)
-    p.add_argument("--analysis-only", action="store_true", help=argparse.SUPPRESS)
+    _add_run_options(d, "sub_")
+    r = sub.add_parser("report", help="traffic report (compile_checks.reports); arguments are passed through", add_help=False)
+    r.add_argument("report_args", nargs=argparse.REMAINDER)
     return p
 
 
-def _resolve(names: Sequence[str]) -> list[Any]:
-    from compile_checks.scenarios import SCENARIOS
-
-    unknown = [n for n in names if n not in SCENARIOS]
-    if unknown:
-        raise UsageError(f"unknown scenario {', '.join(map(repr, unknown))}; valid: {', '.join(SCENARIOS)}")
-    return [SCENARIOS[n] for n in names]
-
-
-def _check_writable(path: Path) -> None:
-    """Create ``path`` and write a probe file there; OSError if that is impossible.
-
-    (``os.access`` is not enough: as root it says yes to read-only directories.)
-    """
-    path.mkdir(parents=True, exist_ok=True)
-    probe = path / ".compile_checks_write_probe"
-    probe.write_text("")
-    probe.unlink()
+def _merge(args: argparse.Namespace) -> argparse.Namespace:
+    """Fold the subcommand's copies of the run options into the top-level ones."""
+    for flags, kw in _RUN_OPTIONS:
+        dest = _dest(flags, kw)
+        sub_value = getattr(args, "sub_" + dest, None)
+        if sub_value is None:
+            continue
+        top = getattr(args, dest)
+        setattr(args, dest, (top or []) + sub_value if dest in _APPENDS else sub_value)
+    return args
 
 
-def _result_dict(r: Any) -> dict[str, Any]:
-    s = r.scenario
-    return {
-        "name": s.name,
-        "layout": s.layout,
-        "dtype": str(s.dtype).removeprefix("torch."),
-        "functionalization": s.functionalization,
-        "dynamic": s.dynamic,
-        "num_layers": s.num_layers,
-        "layers_per_region": s.layers_per_region,
-        "expect_clean": s.expect_clean,
-        "clean": r.clean,
-        "passed": r.passed,
-        "eager_match": r.eager_match,
-        "max_rel_diff": r.max_abs_diff,
-        "num_steps": r.num_steps,
-        "num_chunks": r.num_chunks,
-        "evicted_blocks": r.evicted_blocks,
-        "ideal_read_bytes": r.ideal_read_bytes,
-        "ideal_write_bytes": r.ideal_write_bytes,
-        "clone_traffic_bytes": r.clone_traffic_per_run,
-        "compile_seconds": round(r.compile_seconds, 2),
-        "wall_seconds": round(r.wall_seconds, 2),
-        "report": r.report.to_dict(),
-        "description": s.description,
-    }
+# ---- safe output ----------------------------------------------------------------------------
 
 
-def _table(results: Sequence[Any], title: str) -> Any:
-    from rich.table import Table
-
-    t = Table(title=title)
-    for col in ("scenario", "layout", "dtype", "func", "dyn", "layers/region", "verdict", "expected", "eager==compiled", "compile s"):
-        t.add_column(col)
-    for r in results:
-        s = r.scenario
-        if r.clean:
-            verdict = "[green]clean[/green]"
-        else:
-            args = sorted({f"{c.arg}" for c in r.report.clones})
-            verdict = f"[red]{len(r.report.clones)} clone(s) {','.join(args)} {r.report.clone_bytes} B[/red]"
-        t.add_row(
-            s.name,
-            s.layout,
-            str(s.dtype).removeprefix("torch."),
-            s.functionalization,
-            "yes" if s.dynamic else "no",
-            f"{s.layers_per_region}/{s.num_layers}",
-            verdict,
-            "clean" if s.expect_clean else "clones",
-            "yes" if r.eager_match else f"[red]NO ({r.max_abs_diff:.2e})[/red]",
-            f"{r.compile_seconds:.1f}",
-        )
-    return t
+def _stdout_gone() -> None:
+    """After a BrokenPipeError (``| head``): point stdout at /dev/null so the exit flush is quiet."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
 
 
-def _run(
-    scenarios: Sequence[Any], dump_root: Path | None, progress: bool, per_scenario_dump: bool, analysis_only: bool = False
-) -> list[Any]:
-    from compile_checks.scenarios import run_scenario
-
-    results = []
-    bar = None
-    if progress:
-        from tqdm import tqdm
-
-        bar = tqdm(total=len(scenarios), desc="scenarios", unit="scenario", file=sys.stderr)
+def _check_writable_dir(path: Path) -> None:
+    """Create ``path`` and write a probe file there (``os.access`` says yes to root on read-only dirs)."""
     try:
-        for s in scenarios:
-            if bar is not None:
-                bar.set_postfix_str(s.name)
-            dump = None
-            if dump_root is not None:
-                dump = dump_root / s.name if per_scenario_dump else dump_root
-            results.append(run_scenario(s, dump_dir=dump, progress=False, analysis_only=analysis_only))
-            if bar is not None:
-                bar.update(1)
-    finally:
-        if bar is not None:
-            bar.close()
-    return results
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / ".compile_checks_write_probe"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as e:
+        raise Unwritable(f"cannot write to {path}: {e.strerror or e}") from None
 
 
-def _exit_code(results: Sequence[Any]) -> int:
-    if any(not r.clean for r in results):
+def _check_writable_file(path: Path) -> None:
+    if path.is_dir():
+        raise Unwritable(f"cannot write to {path}: is a directory")
+    _check_writable_dir(path.parent)
+
+
+# ---- resolving what to run ------------------------------------------------------------------
+
+
+def _config(args: argparse.Namespace) -> GateConfig | None:
+    path = Path(args.config) if args.config else Path.cwd() / "pyproject.toml"
+    if args.config and not path.is_file():
+        raise UsageError(f"--config {args.config}: no such file")
+    try:
+        return load_config(path)
+    except ConfigError as e:
+        raise UsageError(str(e)) from None
+
+
+def _plan(args: argparse.Namespace, command: str) -> tuple[Any, GateConfig | None]:
+    from compile_checks.gate_plan import plan_builtin, plan_targets
+    from compile_checks.targets import TargetError
+
+    if args.full and args.analysis_only:
+        raise UsageError("--full and --analysis-only contradict each other")
+    if args.jobs is not None and args.jobs < 1:
+        raise UsageError(f"--jobs must be at least 1, got {args.jobs}")
+    targets = list(getattr(args, "targets", []) or [])
+    if targets and args.scenario:
+        raise UsageError("give TARGETs or --scenario, not both")
+    config = None if (targets or args.scenario) else _config(args)
+    pipelines = list(args.pipeline or (config.pipelines if config else ()))
+    full = bool(args.full or (config.full if config else False) or command == "dump")
+    try:
+        if targets or (config and config.targets):
+            specs = targets or list(config.targets)  # type: ignore[union-attr]
+            base = Path.cwd() if targets else config.base_dir  # type: ignore[union-attr]
+            return plan_targets(specs, base, pipelines, full=full), config
+        if command == "dump" and not args.scenario:
+            raise UsageError("dump needs TARGETs or --scenario NAME")
+        if command == "dump":
+            pipelines = pipelines or ["stock"]
+        plan = plan_builtin(args.scenario or [], pipelines, full=full, smoke=not args.analysis_only)
+        return plan, config
+    except (TargetError, ValueError) as e:
+        raise UsageError(str(e)) from None
+
+
+def exit_code(outcomes: Sequence[Any]) -> int:
+    from compile_checks.runner import COMPILE_ERROR, UNWRITABLE_ERROR
+
+    if any(o.error_kind == UNWRITABLE_ERROR for o in outcomes):
+        return EXIT_UNWRITABLE
+    if any(o.error_kind == COMPILE_ERROR for o in outcomes):
+        return EXIT_COMPILE
+    if any(not o.verdict_met for o in outcomes):
         return EXIT_CLONES
-    if any(not r.eager_match for r in results):
+    if any(o.eager_match is False for o in outcomes):
         return EXIT_MISMATCH
     return EXIT_CLEAN
 
 
-def _emit(results: Sequence[Any], as_json: bool, title: str, elapsed: float, code: int) -> None:
-    if as_json:
-        print(json.dumps({"exit_code": code, "seconds": round(elapsed, 2), "scenarios": [_result_dict(r) for r in results]}, indent=2))
-        return
-    from rich.console import Console
-
-    console = Console()
-    if not console.is_terminal:
-        console = Console(width=160)  # piped / CI logs: do not squeeze the table to 80 columns
-    console.print(_table(results, title))
-    for r in results:
-        for c in r.report.clones:
-            where = f"{c.graph_file}:{c.line}" if c.graph_file else f"region {c.region} node {c.node}"
-            console.print(f"  {r.scenario.name}: {c.op} {c.arg} pool {c.pool} {c.nbytes} bytes at {where}", highlight=False)
-    console.print(f"{len(results)} scenario(s) in {elapsed:.1f} s; exit {code}", highlight=False)
+# ---- subcommands ----------------------------------------------------------------------------
 
 
-def _list(as_json: bool) -> int:
-    from compile_checks.scenarios import DEFAULT_GATE, SCENARIOS
+def _gate(args: argparse.Namespace, command: str) -> int:
+    from compile_checks.gate_output import json_document, print_results
+    from compile_checks.junit import write_junit
+    from compile_checks.runner import auto_jobs, progress_callback, run_plan
 
-    if as_json:
+    plan, config = _plan(args, command)
+    if not plan.cases:
+        raise UsageError("nothing to check: the targets/scenarios name no cases")
+    junit = Path(args.junitxml) if args.junitxml else (config.junitxml if config else None)
+    dump_root = Path(args.out) if command == "dump" else (Path(args.dump_dir) if args.dump_dir else (config.dump_dir if config else None))
+    if junit is not None:
+        _check_writable_file(junit)
+    if dump_root is not None:
+        _check_writable_dir(dump_root)
+    on_done, close = progress_callback(len(plan.cases), not args.no_progress)
+    t0 = time.perf_counter()
+    try:
+        jobs = args.jobs if args.jobs is not None else auto_jobs(len(plan.cases))
+        outcomes = run_plan(plan, dump_root=dump_root, jobs=jobs, on_done=on_done)
+    finally:
+        close()
+    seconds = time.perf_counter() - t0
+    code = exit_code(outcomes)
+    if junit is not None:
+        try:
+            write_junit(outcomes, junit, seconds)
+        except OSError as e:
+            raise Unwritable(f"cannot write {junit}: {e.strerror or e}") from None
+    try:
+        if args.json:
+            print(json_document(outcomes, code, seconds, plan.notes))
+        else:
+            print_results(outcomes, title=f"compile-checks {command}", code=code, seconds=seconds, notes=plan.notes, timings=bool(args.timings))
+            if dump_root is not None:
+                print(f"dumps: {dump_root}/<case>/index.md")
+    except BrokenPipeError:
+        _stdout_gone()
+    return code
+
+
+def _list(args: argparse.Namespace) -> int:
+    import json
+
+    used = sorted(k for k in _NOT_FOR_LIST if getattr(args, k) is not None)
+    if used:
+        raise UsageError(f"list does not take {', '.join('--' + k.replace('_', '-') for k in used)}")
+    config = None if (args.targets or args.scenario) else _config(args)
+    if args.targets or args.scenario or (config is not None and config.targets):
+        plan, _ = _plan(args, "list")
+        rows = [
+            {"name": p.label, "group": p.group, "pipeline": p.pipeline, "expect_clean": p.expect_clean,
+             "mode": "analysis" if p.analysis_only else "full"}
+            for p in plan.cases
+        ]
+        lines = [f"{r['name']:28s} {r['group']:40s} {r['mode']:8s} expect {'clean' if r['expect_clean'] else 'clones'}" for r in rows]
+    else:
+        from compile_checks.scenarios import DEFAULT_GATE, SCENARIOS
+
         rows = [
             {"name": s.name, "layout": s.layout, "expect_clean": s.expect_clean, "in_gate": s.name in DEFAULT_GATE, "description": s.description}
             for s in SCENARIOS.values()
         ]
-        print(json.dumps(rows, indent=2))
-        return EXIT_CLEAN
-    for s in SCENARIOS.values():
-        gate = "gate" if s.name in DEFAULT_GATE else "    "
-        expect = "clean " if s.expect_clean else "clones"
-        print(f"{s.name:24s} {gate} expect {expect}  {s.description}")
+        lines = [
+            f"{r['name']:28s} {'gate' if r['in_gate'] else '    '} expect {'clean ' if r['expect_clean'] else 'clones'}  {r['description']}"
+            for r in rows
+        ]
+    try:
+        if args.json:
+            print(json.dumps(rows, indent=2))
+        else:
+            for line in lines:
+                print(line)
+        sys.stdout.flush()
+    except BrokenPipeError:  # `compile-checks list | head`: the reader left; not an error
+        _stdout_gone()
     return EXIT_CLEAN
 
 
+def _report(report_args: Sequence[str]) -> int:
+    try:
+        from compile_checks.reports.cli import main as report_main
+    except ModuleNotFoundError as e:
+        if not (e.name or "").startswith("compile_checks.reports"):
+            raise
+        print("error: compile-checks report needs compile_checks.reports, which this install does not have", file=sys.stderr)
+        return EXIT_USAGE
+    return int(report_main(list(report_args)) or 0)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point; returns the exit code (never raises for expected failures)."""
+    """Entry point (console script ``compile-checks``); returns the exit code, never a traceback."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["report"]:  # everything after it belongs to the report's own parser (--help included)
+        return _report(argv[1:])
     parser = _parser()
     try:
-        args = parser.parse_args(argv)
-    except SystemExit as e:  # argparse already printed its one-line error
+        args = _merge(parser.parse_args(argv))
+    except SystemExit as e:  # argparse printed its usage line (or --help)
         return EXIT_USAGE if e.code not in (0, None) else EXIT_CLEAN
     command = args.command or "gate"
+    handlers: dict[str, Callable[[], int]] = {
+        "gate": lambda: _gate(args, "gate"),
+        "dump": lambda: _gate(args, "dump"),
+        "list": lambda: _list(args),
+        "report": lambda: _report(args.report_args),
+    }
     try:
-        if command == "list":
-            return _list(args.json)
-        as_json = bool(getattr(args, "json", False))
-        progress = not getattr(args, "no_progress", False)
-        dump_root: Path | None = None
-        if command == "dump":
-            dump_root = Path(args.out)
-        elif getattr(args, "dump", None):
-            dump_root = Path(args.dump)
-        if dump_root is not None:  # before importing torch: fail fast
-            try:
-                _check_writable(dump_root)
-            except OSError as e:
-                print(f"error: cannot write to {dump_root}: {e.strerror or e}", file=sys.stderr)
-                return EXIT_UNWRITABLE
-        from compile_checks.api import CompileCheckError
-        from compile_checks.scenarios import DEFAULT_GATE
-
-        if command == "dump":
-            scenarios = _resolve([args.scenario])
-        else:
-            scenarios = _resolve(getattr(args, "scenario", None) or list(DEFAULT_GATE))
-        if getattr(args, "quick", False):
-            from dataclasses import replace
-
-            scenarios = [replace(s, denoise_steps=1) for s in scenarios]
-        t0 = time.perf_counter()
-        try:
-            results = _run(
-                scenarios,
-                dump_root,
-                progress,
-                per_scenario_dump=command != "dump",
-                analysis_only=bool(getattr(args, "analysis_only", False)),
-            )
-        except CompileCheckError as e:
-            print(f"error: compile failed: {e}", file=sys.stderr)
-            return EXIT_COMPILE
-        except OSError as e:
-            print(f"error: cannot write dumps: {e}", file=sys.stderr)
-            return EXIT_UNWRITABLE
-        code = _exit_code(results)
-        title = "compile_checks " + ("dump" if command == "dump" else "gate")
-        _emit(results, as_json, title, time.perf_counter() - t0, code)
-        if command == "dump" and not as_json:
-            print(f"index: {dump_root / 'index.md'}")
-        return code
+        if command == "report" and any(getattr(args, _dest(f, kw)) is not None for f, kw in _RUN_OPTIONS):
+            raise UsageError("report takes its own options after the subcommand: compile-checks report --help")
+        return handlers[command]()
     except UsageError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_USAGE
+    except Unwritable as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_UNWRITABLE
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    except Exception as e:  # noqa: BLE001 - one line, never a bare traceback
-        first = (str(e).splitlines() or [""])[0]
-        print(f"error: the check failed: {type(e).__name__}: {first}", file=sys.stderr)
-        return EXIT_COMPILE
 
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
-

@@ -1,0 +1,140 @@
+"""What the gate prints: the verdict table, the ``--timings`` table, and the ``--json`` document.
+
+``--json`` is a contract for CI scripts: ``schema_version`` changes whenever a key is renamed
+or removed (adding keys keeps it). Version 1: ``{"schema_version", "exit_code", "seconds",
+"notes", "cases": [Outcome.to_dict(), ...]}``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from compile_checks.junit import clone_line
+from compile_checks.runner import PHASES, Outcome
+
+SCHEMA_VERSION = 1
+
+
+def _esc(text: str) -> str:
+    """Case labels and messages are the user's text: ``split[codegen]`` is not rich markup."""
+    from rich.markup import escape
+
+    return escape(text)
+
+
+def json_document(outcomes: Sequence[Outcome], code: int, seconds: float, notes: Sequence[str]) -> str:
+    return json.dumps(
+        {
+            "schema_version": SCHEMA_VERSION,
+            "exit_code": code,
+            "seconds": round(seconds, 2),
+            "notes": list(notes),
+            "cases": [o.to_dict() for o in outcomes],
+        },
+        indent=2,
+        default=str,
+    )
+
+
+def _console() -> Any:
+    from rich.console import Console
+
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=160)  # piped / CI logs: do not squeeze the table to 80 columns
+    return console
+
+
+def _verdict(o: Outcome) -> str:
+    if o.error is not None:
+        return "[red]ERROR[/red]"
+    if o.check_errors:
+        return "[red]undecided[/red]"
+    if o.clean:
+        return "clean"
+    args = ",".join(sorted({c["arg"] for c in o.clones}))
+    return _esc(f"{len(o.clones)} clone(s) {args} {sum(c['nbytes'] for c in o.clones)} B")
+
+
+def _eager(o: Outcome) -> str:
+    if o.eager_match is None:
+        return "-"
+    return "yes" if o.eager_match else f"[red]NO ({o.max_abs_diff:.2e})[/red]"
+
+
+def verdict_table(outcomes: Sequence[Outcome], title: str) -> Any:
+    from rich.table import Table
+
+    t = Table(title=title)
+    for col in ("case", "pipeline", "mode", "verdict", "expected", "eager==compiled", "result", "wall s"):
+        t.add_column(col)
+    for o in outcomes:
+        t.add_row(
+            _esc(o.label),
+            o.pipeline,
+            "analysis" if o.analysis_only else "full",
+            _verdict(o),
+            "clean" if o.expect_clean else "clones",
+            _eager(o),
+            "[green]pass[/green]" if o.passed else "[red]FAIL[/red]",
+            f"{o.wall_seconds:.1f}",
+        )
+    return t
+
+
+def timings_table(outcomes: Sequence[Outcome]) -> Any:
+    """Per case: seconds in each compile phase (summed over its regions), compile total, wall."""
+    from rich.table import Table
+
+    t = Table(title="timings (s)")
+    for col in ("case", *PHASES, "compile", "run+verify", "wall"):
+        t.add_column(col, justify="right" if col != "case" else "left")
+    totals = dict.fromkeys((*PHASES, "compile", "rest", "wall"), 0.0)
+    for o in outcomes:
+        rest = max(0.0, o.wall_seconds - o.compile_seconds)
+        cells = []
+        for p in PHASES:
+            v = o.phase_seconds.get(p)
+            cells.append("n/a" if v is None else f"{v:.2f}")
+            totals[p] += v or 0.0
+        totals["compile"] += o.compile_seconds
+        totals["rest"] += rest
+        totals["wall"] += o.wall_seconds
+        t.add_row(_esc(o.label), *cells, f"{o.compile_seconds:.2f}", f"{rest:.2f}", f"{o.wall_seconds:.2f}")
+    has_phases = any(o.phase_seconds for o in outcomes)
+    t.add_row(
+        "[bold]total[/bold]",
+        *(f"{totals[p]:.2f}" if has_phases else "n/a" for p in PHASES),
+        f"{totals['compile']:.2f}",
+        f"{totals['rest']:.2f}",
+        f"{totals['wall']:.2f}",
+    )
+    return t
+
+
+def print_results(
+    outcomes: Sequence[Outcome], *, title: str, code: int, seconds: float, notes: Sequence[str], timings: bool
+) -> None:
+    console = _console()
+    console.print(verdict_table(outcomes, title))
+    for o in outcomes:
+        if o.error is not None:
+            console.print(f"  {o.label}: {o.error}", highlight=False, markup=False)
+        for c in o.clones:
+            console.print(f"  {o.label}: {clone_line(c)}", highlight=False, markup=False)
+        for e in o.check_errors:
+            console.print(f"  {o.label}: {e}", highlight=False, markup=False)
+        if not o.passed and not o.expect_clean and o.clean:
+            msg = f"  {o.label}: negative control stopped cloning (the check lost its power)"
+            console.print(msg, highlight=False, markup=False)
+    for n in notes:
+        console.print(f"note: {n}", highlight=False, markup=False)
+    if timings:
+        console.print(timings_table(outcomes))
+    failed = sum(not o.passed for o in outcomes)
+    console.print(f"{len(outcomes)} case(s), {failed} failed, in {seconds:.1f} s; exit {code}", highlight=False)
+
+
+__all__ = ["SCHEMA_VERSION", "json_document", "print_results", "timings_table", "verdict_table"]
