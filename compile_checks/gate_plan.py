@@ -24,10 +24,6 @@ BUILTIN = "builtin"
 TARGET = "target"
 CODEGEN_SUFFIX = "[codegen]"
 
-# FALLBACK until scenarios lands: the default gate's cases and its codegen smoke
-_FALLBACK_SMOKE: tuple[str, ...] = ("split", "fused")
-
-
 @dataclass(frozen=True)
 class CaseSource:
     """Where cases come from; ``load()`` builds them (fresh tensors unless the target is a Case)."""
@@ -81,12 +77,19 @@ class GatePlan:
 
 
 def builtin_cases(names: Sequence[str] | None, pipelines: Sequence[str]) -> list[Case]:
-    """``compile_checks.scenarios.builtin_cases`` (scenarios helper), or the stock-only fallback."""
-    try:
-        from compile_checks.scenarios import builtin_cases as real
-    except ImportError:  # FALLBACK until scenarios lands
-        return _fallback_builtin_cases(names, pipelines)
-    return real(list(names) if names else None, pipelines=tuple(pipelines))
+    """The built-in scenarios as cases (``names`` empty: the default gate) under ``pipelines``.
+
+    The default gate under a vLLM pipeline also holds ``compile_checks.vllm_model``'s
+    ``@support_torch_compile`` module and its fused twin, compiled through vLLM's own wrapper.
+    """
+    from compile_checks.scenarios import builtin_cases as scenario_cases
+
+    cases = scenario_cases(list(names) if names else None, pipelines=tuple(pipelines))
+    if not names:
+        from compile_checks.vllm_model import vllm_module_cases
+
+        cases += [c for p in pipelines if p != "stock" for c in vllm_module_cases(pipeline=p)]
+    return cases
 
 
 def smoke_cases(names: Sequence[str]) -> list[Case]:
@@ -99,18 +102,14 @@ def smoke_cases(names: Sequence[str]) -> list[Case]:
     """
     import dataclasses
 
-    try:
-        from compile_checks.scenarios import SCENARIOS, scenario_case
-    except ImportError:  # FALLBACK until scenarios lands
-        return builtin_cases(names, ("stock",))
+    from compile_checks.scenarios import SCENARIOS, scenario_case
+
     return [scenario_case(dataclasses.replace(SCENARIOS[n], denoise_steps=1)) for n in names]
 
 
 def codegen_smoke_names() -> tuple[str, ...]:
-    try:
-        from compile_checks.scenarios import FULL_COMPILE_SMOKE
-    except ImportError:  # FALLBACK until scenarios lands
-        return _FALLBACK_SMOKE
+    from compile_checks.scenarios import FULL_COMPILE_SMOKE
+
     return tuple(FULL_COMPILE_SMOKE)
 
 
@@ -118,40 +117,6 @@ def scenario_names() -> list[str]:
     from compile_checks.scenarios import SCENARIOS
 
     return list(SCENARIOS)
-
-
-def _fallback_builtin_cases(names: Sequence[str] | None, pipelines: Sequence[str]) -> list[Case]:
-    # FALLBACK until scenarios lands: stock-only Cases over the current scenario host loop
-    import torch
-
-    from compile_checks.case import Case
-    from compile_checks.scenarios import _TOLERANCE, DEFAULT_GATE, SCENARIOS, _max_diff, build_model, make_weights, run_loop
-
-    def one(name: str) -> Case:
-        s = SCENARIOS[name]
-        weights = make_weights(s)
-        model = build_model(s, weights)
-
-        def driver(compiled):  # type: ignore[no-untyped-def]
-            with torch.no_grad():
-                return run_loop(s, model, compiled)
-
-        def verify(stats):  # type: ignore[no-untyped-def]
-            eager = build_model(s, weights)
-            with torch.no_grad():
-                eager_stats = run_loop(s, eager, eager.region_fn())
-            pools = _max_diff(model.k_pools + model.v_pools, eager.k_pools + eager.v_pools)
-            diff = max(pools, _max_diff(stats.latents, eager_stats.latents))
-            return diff <= _TOLERANCE.get(s.dtype, 1e-4), diff
-
-        return Case(name=name, fn=model.region_fn(), driver=driver, pools=model.named_pools(),
-                    expect_clean=s.expect_clean, functionalization=s.functionalization, dynamic=s.dynamic,
-                    inductor_config=dict(s.inductor_config), verify=verify, description=s.description,
-                    meta={"scenario": s})
-
-    if "stock" not in pipelines:
-        return []  # the vllm pipelines' built-in cases come with the scenarios helper
-    return [one(n) for n in (names or DEFAULT_GATE)]
 
 
 def _add_source(plan: GatePlan, source: CaseSource, *, analysis_only: bool, smoke: bool = False) -> None:
@@ -191,10 +156,7 @@ def plan_builtin(
         raise ValueError(f"unknown scenario {', '.join(map(repr, unknown))}; valid: {', '.join(valid)}")
     plan = GatePlan()
     for pipeline in pipelines or ("stock", "vllm"):
-        before = len(plan.cases)
         _add_source(plan, CaseSource(BUILTIN, pipeline=pipeline, names=tuple(scenarios)), analysis_only=not full)
-        if len(plan.cases) == before:  # FALLBACK until scenarios lands (stock-only built-in cases)
-            plan.notes.append(f"no built-in cases for pipeline {pipeline!r} yet (scenarios helper's builtin_cases)")
     if smoke and not full and not scenarios:
         source = CaseSource(BUILTIN, pipeline="stock", names=codegen_smoke_names(), smoke=True)
         _add_source(plan, source, analysis_only=False, smoke=True)
