@@ -198,7 +198,7 @@ def test_pyproject_targets_are_read_and_bad_tables_exit_2(monkeypatch, tmp_path,
     assert rc == 2 and "no such file" in capsys.readouterr().err
     (tmp_path / "pyproject.toml").write_text('[tool.compile_checks]\ntargets = "cases.py:CASES"\n')
     assert cli.main(["--out", str(tmp_path / "out"), "--no-progress"]) == 2
-    assert "must be a list of strings" in capsys.readouterr().err
+    assert "targets must be a list" in capsys.readouterr().err
 
 
 def test_missing_report_extra_exits_2_with_the_install_line(monkeypatch, tmp_path, capsys) -> None:

@@ -78,26 +78,24 @@ def check_writable(out: Path) -> str | None:
 
 
 def pyproject_targets(directory: Path) -> tuple[list[str], Path] | None:
-    """``[tool.compile_checks] targets`` of ``directory/pyproject.toml`` (None: no file or no key)."""
-    import tomllib
+    """``[tool.compile_checks] targets`` of ``directory/pyproject.toml`` (None: no file or no key),
+    read and validated by the gate's own :func:`compile_checks.config.load_config`."""
+    from compile_checks.config import ConfigError, load_config
 
-    path = directory / "pyproject.toml"
-    if not path.is_file():
-        return None
     try:
-        table = tomllib.loads(path.read_text()).get("tool", {}).get("compile_checks", {})
-    except (OSError, tomllib.TOMLDecodeError) as e:
-        raise UsageError(f"cannot read {path}: {e}") from e
-    targets = table.get("targets")
-    if targets is None:
+        config = load_config(directory / "pyproject.toml")
+    except ConfigError as e:
+        raise UsageError(str(e)) from e
+    if config is None or not config.targets:
         return None
-    if not isinstance(targets, list) or not all(isinstance(t, str) for t in targets):
-        raise UsageError(f"{path}: [tool.compile_checks] targets must be a list of strings, got {targets!r}")
-    return targets, directory
+    return list(config.targets), config.base_dir
 
 
 def _load_cases(args: argparse.Namespace) -> list[Any]:
+    from compile_checks.pipelines.vllm_env import prepare_process_for_vllm
     from compile_checks.targets import TargetError, load_targets
+
+    prepare_process_for_vllm()  # before a target can import vLLM (CPU-only host: the CPU platform)
 
     found = (args.target, Path.cwd()) if args.target else (None if args.scenario else pyproject_targets(Path.cwd()))
     if not found:
