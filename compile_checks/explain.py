@@ -32,7 +32,8 @@ FIXES: dict[str, str] = {
     "shared_storage": (
         "allocate K and V as separate tensors (`ar_paging.allocate_kv_pool_with_views`); or pass the one `(2, ...)` "
         "allocation whole and take `kv[0]` / `kv[1]` inside the compiled region (vLLM: hand the attention layer its "
-        "`kv_cache` tensor whole, not pre-split views of it)"
+        "`kv_cache` tensor whole, not pre-split views of it); the whole-tensor form needs auto_functionalized_v2 "
+        "(under v1 Inductor clones views of an input: see `view_of_input_v1`)"
     ),
     "read_after_write": (
         "commit before the window gather (the write-then-read order is clean by construction), or read the "
