@@ -11,12 +11,14 @@ for every functional form of an in-place write listed in :data:`FUNCTIONAL_WRITE
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 import torch
 import torch.fx
 
 from compile_checks.fx_helpers import op_name, placeholder_indices, view_chain_root, write_backs
 from compile_checks.geometry import geometry_of
-from compile_checks.graph_analysis import ATEN_WRITE_COPY, CloneSite
+from compile_checks.graph_analysis import ATEN_WRITE_COPY, CloneSite, is_view_scatter
 
 _aten = torch.ops.aten
 # functional ops whose output is ``self`` with some elements replaced: the functional
@@ -50,28 +52,41 @@ def is_functional_write(node: torch.fx.Node) -> bool:
     return packet in FUNCTIONAL_WRITE_OPS and bool(node.args) and isinstance(node.args[0], torch.fx.Node)
 
 
-def _first_write_on_input(src: torch.fx.Node) -> tuple[torch.fx.Node, torch.fx.Node] | None:
+def _first_write_on_input(src: torch.fx.Node) -> tuple[torch.fx.Node, torch.fx.Node, list[torch.fx.Node]] | None:
     """Walk a written-back value through chained functional writes to the input they copy.
 
-    Returns (the write that reads the input, that input's placeholder), or None when the
-    value is no functional write of (a view of) a graph input.
+    Returns (the write that reads the input, that input's placeholder, every write of the
+    chain), or None when the value is no functional write of (a view of) a graph input.
     """
     cur, _ = view_chain_root(src)
-    first: torch.fx.Node | None = None
+    chain: list[torch.fx.Node] = []
     while is_functional_write(cur):
-        first = cur
+        chain.append(cur)
         cur, _ = view_chain_root(cur.args[0])  # type: ignore[arg-type]
-    if first is None or cur.op != "placeholder":
+    if not chain or cur.op != "placeholder":
         # refusal: a write into a clone or an intermediate copies no caller buffer by itself
         return None
-    return first, cur
+    return chain[-1], cur, chain
 
 
-def find_aten_write_copies(graph: torch.fx.Graph) -> list[CloneSite]:
+def _scatters_back_clones(chain: list[torch.fx.Node], clones: Collection[str]) -> bool:
+    """Every write of the chain scatters one of ``clones`` back into a view of the input.
+
+    That is v1 ``auto_functionalized``'s write-back of a view it cloned
+    (``copy_(kv, select_scatter(kv, clone_k, 0, 0))``): the copy is the clone, already a
+    functionalization-clone site; Inductor lowers the scatter into the ``copy_`` and allocates
+    no buffer for it, so reporting it too would count one copy twice.
+    """
+    return all(is_view_scatter(w) and view_chain_root(w.args[1])[0].name in clones for w in chain)  # type: ignore[arg-type]
+
+
+def find_aten_write_copies(graph: torch.fx.Graph, written_back_clones: Collection[str] = ()) -> list[CloneSite]:
     """Functional ATen writes whose whole-buffer result the ``copy_`` epilogue writes into an input.
 
     One site per such write (chained writes into the same buffer count once, at the write
     that reads the input); ``arg`` is ``"self"``, ``nbytes`` the size of the written buffer.
+    A chain that only scatters ``written_back_clones`` (names of functionalization-clone
+    nodes already reported) back into the input is their write-back, not a copy of its own.
     """
     inputs = placeholder_indices(graph)
     found: dict[torch.fx.Node, CloneSite] = {}
@@ -79,7 +94,9 @@ def find_aten_write_copies(graph: torch.fx.Graph) -> list[CloneSite]:
         hit = _first_write_on_input(src)
         if hit is None:
             continue
-        write, placeholder = hit
+        write, placeholder, chain = hit
+        if _scatters_back_clones(chain, written_back_clones):
+            continue
         dst_geo = geometry_of(copy_node.args[0].meta.get("val"))  # type: ignore[union-attr]
         prior = found.get(write)
         if prior is not None:

@@ -32,13 +32,21 @@ FIXES: dict[str, str] = {
     "shared_storage": (
         "allocate K and V as separate tensors (`ar_paging.allocate_kv_pool_with_views`); or pass the one `(2, ...)` "
         "allocation whole and take `kv[0]` / `kv[1]` inside the compiled region (vLLM: hand the attention layer its "
-        "`kv_cache` tensor whole, not pre-split views of it)"
+        "`kv_cache` tensor whole, not pre-split views of it); the whole-tensor form needs auto_functionalized_v2 "
+        "(under v1 Inductor clones views of an input: see `view_of_input_v1`)"
     ),
     "read_after_write": (
         "commit before the window gather (the write-then-read order is clean by construction), or read the "
         "new values from what the write produced instead of the pool"
     ),
     "view_not_written_back": "pass the pool to the compiled region as a whole tensor it writes, not a view derived inside it",
+    "view_of_input_v1": (
+        "pass K and V to the compiled region as separate tensors (`ar_paging.allocate_kv_pool_with_views`), or "
+        "functionalize with auto_functionalized_v2: torch `torch._inductor.config.enable_auto_functionalized_v2 = True` "
+        "(the default); vLLM 0.33 sets it False for every compile, override with "
+        "`CompilationConfig(inductor_compile_config={'enable_auto_functionalized_v2': True})` (vLLM's own fusion "
+        "passes expect v1)"
+    ),
     "output_alias": "do not return the pool (or a view of it) from the compiled region; return what you computed from it",
     "other": "see Inductor's reason above; keep the dump (`dump_dir=`) and report it with the graphs",
 }

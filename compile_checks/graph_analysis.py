@@ -110,14 +110,59 @@ def clone_source_geometry(clone_input: torch.fx.Node, placeholder: torch.fx.Node
     return geo, whole
 
 
+# functional forms of a write into a *view* of ``self`` (``self[0] = src``, ``self[a:b] = src``): their
+# ``src`` (argument 1) is written back whole. v1 ``auto_functionalized`` of a view of a graph input
+# writes the op's new value back this way: ``copy_(kv, select_scatter(kv, new_k, 0, 0))``.
+VIEW_SCATTER_OPS: frozenset[object] = frozenset(
+    getattr(torch.ops.aten, name)
+    for name in ("select_scatter", "slice_scatter", "as_strided_scatter", "diagonal_scatter")
+    if hasattr(torch.ops.aten, name)
+)
+
+
+def is_view_scatter(node: torch.fx.Node) -> bool:
+    """A call of one of :data:`VIEW_SCATTER_OPS` (any overload) whose ``self`` and ``src`` are nodes."""
+    return (
+        node.op == "call_function"
+        and getattr(node.target, "overloadpacket", None) in VIEW_SCATTER_OPS
+        and len(node.args) >= 2
+        and all(isinstance(a, torch.fx.Node) for a in node.args[:2])
+    )
+
+
+def written_back_values(src: torch.fx.Node) -> list[tuple[torch.fx.Node, torch.fx.Node]]:
+    """(buffer, the value node carrying it) for every buffer a ``copy_(dst, src)`` writes into ``dst``.
+
+    ``src`` itself (under its views), and through a chain of view scatters
+    (``select_scatter(select_scatter(x, a, 0, 0), b, 0, 1)``) each scattered ``src``
+    (``a``, ``b``, under their views) and the chain's bottom ``self`` (``x``).
+    """
+    out: list[tuple[torch.fx.Node, torch.fx.Node]] = []
+    cur, _ = view_chain_root(src)
+    carrier = src
+    while is_view_scatter(cur):
+        scattered = cur.args[1]
+        out.append((view_chain_root(scattered)[0], scattered))  # type: ignore[arg-type]
+        carrier = cur.args[0]  # type: ignore[assignment]
+        cur, _ = view_chain_root(carrier)
+    out.append((cur, carrier))
+    return out
+
+
 def written_back_from(graph: torch.fx.Graph) -> dict[torch.fx.Node, list[TensorGeometry]]:
-    """Buffer node -> geometries of the ``copy_`` epilogues that write (views of) it into graph inputs."""
+    """Buffer node -> geometries written back from it into graph inputs by ``copy_`` epilogues.
+
+    A buffer copied straight back (``copy_(k, clone)``) writes the ``copy_``'s destination; one
+    scattered into a view of the input first (v1 ``copy_(kv, select_scatter(kv, clone, 0, 0))``)
+    writes the scattered view, whose size is the size of the scattered value.
+    """
     out: dict[torch.fx.Node, list[TensorGeometry]] = {}
     for copy_node, _, src in write_backs(graph):
-        src_root, _ = view_chain_root(src)
         dst_geo = geometry_of(copy_node.args[0].meta.get("val"))  # type: ignore[union-attr]
-        if dst_geo is not None:
-            out.setdefault(src_root, []).append(dst_geo)
+        for buffer, carrier in written_back_values(src):
+            geo = dst_geo if carrier is src else geometry_of(carrier.meta.get("val"))
+            if geo is not None:
+                out.setdefault(buffer, []).append(geo)
     return out
 
 
@@ -188,7 +233,8 @@ def find_copy_sites(graph: torch.fx.Graph, preexisting: Iterable[torch.fx.Node] 
     """Every whole-buffer copy of a mutated input: functionalization clones, then ATen write copies."""
     from compile_checks.aten_writes import find_aten_write_copies
 
-    return find_clone_sites(graph, preexisting) + find_aten_write_copies(graph)
+    clones = find_clone_sites(graph, preexisting)
+    return clones + find_aten_write_copies(graph, {s.clone_node for s in clones})
 
 
 __all__ = [
@@ -198,14 +244,18 @@ __all__ = [
     "CloneSite",
     "FunctionalizedArg",
     "TensorGeometry",
+    "VIEW_SCATTER_OPS",
     "find_clone_sites",
     "find_copy_sites",
     "functionalized_calls",
     "geometry_of",
+    "is_view_scatter",
     "layer_of",
     "mutated_arg_names",
     "mutated_inputs",
     "node_line",
     "op_name",
     "placeholder_indices",
+    "written_back_from",
+    "written_back_values",
 ]

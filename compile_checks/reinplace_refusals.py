@@ -29,7 +29,9 @@ from torch._inductor.fx_utils import get_node_storage
 
 from compile_checks.user_source import user_line
 
-CAUSES: tuple[str, ...] = ("shared_storage", "read_after_write", "view_not_written_back", "output_alias", "other")
+CAUSES: tuple[str, ...] = (
+    "shared_storage", "read_after_write", "view_not_written_back", "view_of_input_v1", "output_alias", "other",
+)
 
 _AF_V1 = torch.ops.higher_order.auto_functionalized
 _AF_V2 = torch.ops.higher_order.auto_functionalized_v2
@@ -184,6 +186,13 @@ def refusal_of(facts: GraphFacts, node: torch.fx.Node, mutated: Any) -> tuple[st
         copy_node = facts.copy_via_views.get((mutated, node))
         base = _root(mutated)
         if copy_node is None:
+            input_copy = facts.copy_nodes.get(base)
+            if node.target is _AF_V1 and input_copy is not None:
+                # v1 functionalization writes the op's new value of the view back as
+                # copy_(input, select_scatter(input, new, ...)); Inductor recognises a write-back
+                # through views only for its in-place-able ATen ops (copy_args_to_copy_nodes_via_views),
+                # never for auto_functionalized, so a view of an input is always cloned under v1
+                return "view_of_input_v1", _v1_view_detail(mutated, base, input_copy), [base]
             return "view_not_written_back", (
                 f"`{mutated.name}` is a view of graph input `{base.name}` that no copy_ writes back from this op"
             ), [base]
@@ -194,6 +203,18 @@ def refusal_of(facts: GraphFacts, node: torch.fx.Node, mutated: Any) -> tuple[st
             ), [dst]
         return _later_uses(facts, node, views, copy_node, dst)
     return _later_uses(facts, node, views, None, mutated)
+
+
+def _v1_view_detail(mutated: torch.fx.Node, base: torch.fx.Node, input_copy: torch.fx.Node) -> str:
+    src = input_copy.args[1]
+    through = op_label(src.target) if isinstance(src, torch.fx.Node) and src.op == "call_function" else "a copy"
+    return (
+        f"`{mutated.name}` is a view of graph input `{base.name}` mutated under v1 `auto_functionalized`, whose "
+        f"new value goes back as `{through}` + `{input_copy.name}`; Inductor's reinplace re-inplaces a view of an "
+        "input only when a copy_ writes back a view of an in-place-able ATen op's result, never of an "
+        "auto_functionalized one, so it clones it (auto_functionalized_v2 passes the base input itself and "
+        "writes it in place)"
+    )
 
 
 def _later_uses(facts: GraphFacts, node: torch.fx.Node, views: list[torch.fx.Node], copy_node: torch.fx.Node | None,
