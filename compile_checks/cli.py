@@ -164,11 +164,13 @@ def _plan(args: argparse.Namespace, command: str) -> tuple[Any, GateConfig | Non
     targets = list(getattr(args, "targets", []) or [])
     if targets and args.scenario:
         raise UsageError("give TARGETs or --scenario, not both")
-    config = None if (targets or args.scenario) else _config(args)
+    # the table's defaults (pipelines, full, junitxml, dump_dir) hold for TARGETs and --scenario
+    # runs too; only its `targets` give way to the command line's
+    config = _config(args)
     pipelines = list(args.pipeline or (config.pipelines if config else ()))
     full = bool(args.full or (config.full if config else False) or command == "dump")
     try:
-        if targets or (config and config.targets):
+        if targets or (config and config.targets and not args.scenario):
             specs = targets or list(config.targets)  # type: ignore[union-attr]
             base = Path.cwd() if targets else config.base_dir  # type: ignore[union-attr]
             return plan_targets(specs, base, pipelines, full=full), config

@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
-# The README's test command: set up .venv from nothing, run the unit + end-to-end tests,
-# then the compile gate (exits 1 if a pool clone survives in a clean scenario) and the
-# traffic report against the committed baseline (exits 1 if clones or clone bytes grew).
+# The README's test command: set up .venv from nothing, then
+#   1. the pytest suite (2 workers: pytest-xdist),
+#   2. the built-in compile gate through the installed console script (stock + vLLM pipelines,
+#      analysis-only verdicts + a codegen smoke; exit 1 if any case misses its expectation),
+#   3. the traffic report against the committed baseline (exit 1 if copies or extra bytes grew),
+#   4. the example engine gated as a user would: from a temporary folder outside the repo.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 bash scripts/setup_env.sh
-export PYTHONHASHSEED=0 OMP_NUM_THREADS="${OMP_NUM_THREADS:-2}"
+export PYTHONHASHSEED=0 OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 echo "[test] pytest"
-.venv/bin/python -m pytest -q "$@"
-echo "[test] compile gate"
-.venv/bin/python -m compile_checks gate
+.venv/bin/python -m pytest -q -n "${PYTEST_WORKERS:-2}" "$@"
+echo "[test] compile gate (built-in cases, stock + vllm pipelines)"
+.venv/bin/compile-checks gate --timings --junitxml out/gate/junit.xml
 echo "[test] traffic report vs reports/baseline.json"
 .venv/bin/python -m reports --out out/report --baseline reports/baseline.json
+echo "[test] example engine gated as a user (scripts/gate_example.sh)"
+bash scripts/gate_example.sh .venv

@@ -111,3 +111,17 @@ def test_dump_compiles_fully_and_writes_an_index_per_case(engine: Path, tmp_path
     assert case["analysis_only"] is False and case["clones"][0]["where"].split(":")[0].endswith(".py")
     index = (out / "fused_expected_clean" / "index.md").read_text()
     assert "CLONED" in index and "AFTER_POST_GRAD" in index
+
+
+def test_pyproject_defaults_hold_for_targets_given_on_the_command_line(
+    engine: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A TARGET on the command line replaces the table's `targets`, not its `pipelines` default."""
+    (tmp_path / "pyproject.toml").write_text('[tool.compile_checks]\ntargets = ["nope.py:x"]\npipelines = ["vllm"]\n')
+    monkeypatch.chdir(tmp_path)
+    assert main(["list", f"{engine}:gate", "--json"]) == 0
+    assert {r["pipeline"] for r in json.loads(capsys.readouterr().out)} == {"vllm"}
+    # negative control: without the table the cases keep their own (stock) pipeline
+    (tmp_path / "pyproject.toml").unlink()
+    assert main(["list", f"{engine}:gate", "--json"]) == 0
+    assert {r["pipeline"] for r in json.loads(capsys.readouterr().out)} == {"stock"}
