@@ -151,11 +151,7 @@ def _config(args: argparse.Namespace) -> GateConfig | None:
 
 def _plan(args: argparse.Namespace, command: str) -> tuple[Any, GateConfig | None]:
     from compile_checks.gate_plan import plan_builtin, plan_targets
-    from compile_checks.pipelines.vllm_env import prepare_process_for_vllm
     from compile_checks.targets import TargetError
-
-    # before any target or scenario can import vLLM: on a CPU-only host its platform must resolve as CPU
-    prepare_process_for_vllm()
 
     if args.full and args.analysis_only:
         raise UsageError("--full and --analysis-only contradict each other")
@@ -169,6 +165,10 @@ def _plan(args: argparse.Namespace, command: str) -> tuple[Any, GateConfig | Non
     config = _config(args)
     pipelines = list(args.pipeline or (config.pipelines if config else ()))
     full = bool(args.full or (config.full if config else False) or command == "dump")
+    from compile_checks.pipelines.vllm_env import prepare_process_for_vllm
+
+    # before any target or scenario can import vLLM: on a CPU-only host its platform must resolve as CPU
+    prepare_process_for_vllm()
     try:
         if targets or (config and config.targets and not args.scenario):
             specs = targets or list(config.targets)  # type: ignore[union-attr]
