@@ -120,14 +120,11 @@ def _stdout_gone() -> None:
 
 
 def _check_writable_dir(path: Path) -> None:
-    """Create ``path`` and write a probe file there (``os.access`` says yes to root on read-only dirs)."""
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        probe = path / ".compile_checks_write_probe"
-        probe.write_text("")
-        probe.unlink()
-    except OSError as e:
-        raise Unwritable(f"cannot write to {path}: {e.strerror or e}") from None
+    from compile_checks.outdir import writable_dir_problem
+
+    problem = writable_dir_problem(path)
+    if problem is not None:
+        raise Unwritable(problem)
 
 
 def _check_writable_file(path: Path) -> None:

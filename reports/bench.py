@@ -331,12 +331,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.rounds < 1 or args.warmup < 0 or any(s < 1 for s in args.sizes_mib):
         print("reports.bench: error: --rounds >= 1, --warmup >= 0, sizes >= 1 MiB", file=sys.stderr)
         return 2
-    try:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / ".write-probe").write_text("")
-        (args.out / ".write-probe").unlink()
-    except OSError as e:
-        print(f"reports.bench: error: cannot write to {args.out}: {e.strerror or e}", file=sys.stderr)
+    from compile_checks.outdir import writable_dir_problem
+
+    problem = writable_dir_problem(args.out)
+    if problem is not None:
+        print(f"reports.bench: error: {problem}", file=sys.stderr)
         return 3
     import pandas as pd
     import torch._inductor.config as inductor_config

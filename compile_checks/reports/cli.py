@@ -67,14 +67,10 @@ class UsageError(ValueError):
 
 def check_writable(out: Path) -> str | None:
     """None if ``out`` can be created and written, else why not (checked before any compile)."""
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        probe = out / ".write-probe"
-        probe.write_text("")
-        probe.unlink()
-    except OSError as e:
-        return f"cannot write to output directory {out}: {e.strerror or e}"
-    return None
+    from compile_checks.outdir import writable_dir_problem
+
+    problem = writable_dir_problem(out)
+    return None if problem is None else f"output directory: {problem}"
 
 
 def pyproject_targets(directory: Path) -> tuple[list[str], Path] | None:
