@@ -22,8 +22,9 @@ _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fun
 
 _TORCH_DIR = str(Path(__import__("torch").__file__).resolve().parent)
 _CHECKER_DIR = str(Path(__file__).resolve().parent)
-# compile_checks modules that hold *example user code* (the built-in scenarios), not machinery
-_CHECKER_USER_CODE = ("scenarios",)
+# compile_checks modules that hold *example user code* (the built-in scenarios and the vLLM
+# @support_torch_compile example model), not machinery
+_CHECKER_USER_CODE = ("scenarios", "vllm_model")
 
 
 @dataclass(frozen=True)

@@ -289,3 +289,25 @@ def test_vllm_module_full_compile_matches_eager():
 
     result = run_case(vllm_module_case(fused=False, pipeline="vllm"))
     assert result.clean and result.eager_match is True
+
+
+def test_module_through_vllms_wrapper_is_explained_at_the_users_line() -> None:
+    """The fused module's clone names the paged_write line of the module's own source (not '(no user
+    stack trace)'), through vLLM's @support_torch_compile wrapper; the split twin has nothing to explain."""
+    import inspect
+
+    from compile_checks import run_case
+    from compile_checks.vllm_model import vllm_module_case
+
+    fused = run_case(vllm_module_case(True, pipeline="vllm"), analysis_only=True)
+    (clone,) = fused.report.clones
+    e = clone.explanation
+    assert e is not None and e.cause == "shared_storage" and e.user_line is not None
+    path, line = e.user_line.rsplit(":", 1)
+    assert path.endswith("vllm_model.py")
+    import compile_checks.vllm_model as model
+
+    source = inspect.getsource(model).splitlines()
+    assert "paged_write" in source[int(line) - 1]
+    split = run_case(vllm_module_case(False, pipeline="vllm"), analysis_only=True)
+    assert split.report.clones == [] and split.passed
