@@ -39,3 +39,37 @@ def test_graph_count_mismatch_is_not_derivable_not_guessed() -> None:
         None, "not derivable: 2 final graphs for 1 compiled regions")
     assert ideal_bytes_per_run(graphs, {0: 3, 1: 2}, num_regions=2) == (80, "graph")
     assert ideal_bytes_per_run(FinalGraphs(errors=["ValueError: no hint"]), {}, 0)[0] is None
+
+
+def _gather_then_commit(k: torch.Tensor, v: torch.Tensor, new_k: torch.Tensor, new_v: torch.Tensor,
+                        slots: torch.Tensor, window: torch.Tensor) -> torch.Tensor:
+    out = k.index_select(0, window).sum() + v.index_select(0, window).sum()
+    torch.ops.ar_paging.paged_write(k, v, new_k, new_v, slots)
+    return out
+
+
+def _ideal_of(fused: bool) -> tuple[GraphIdeal, int]:
+    import ar_paging  # noqa: F401  (registers the op)
+
+    if fused:  # K and V as two views of one allocation: a clone of the storage survives
+        kv = torch.zeros(2, 64, 2, 8)
+        k, v = kv[0], kv[1]
+    else:
+        k, v = torch.zeros(64, 2, 8), torch.zeros(64, 2, 8)
+    case = Case(name="fused" if fused else "split", fn=_gather_then_commit, pools={"k": k, "v": v},
+                args=(k, v, torch.randn(4, 2, 8), torch.randn(4, 2, 8), torch.arange(8, 12), torch.arange(8)))
+    with record_final_graphs() as graphs:
+        result = run_case(case, analysis_only=True)
+    assert graphs.errors == [] and len(graphs.ideals) == 1
+    return graphs.ideals[0], len(result.report.clones)
+
+
+@pytest.mark.compile
+def test_a_surviving_clone_does_not_hide_the_window_read_from_the_ideal() -> None:
+    """The ideal is what the step must move whatever the layout: the fused twin's window gathers read
+    the surviving clone, and still count (they read the window once); the clone itself is extra."""
+    split, split_clones = _ideal_of(fused=False)
+    fused, fused_clones = _ideal_of(fused=True)
+    assert split_clones == 0 and fused_clones >= 1  # the layouts really differ (negative control)
+    assert split == GraphIdeal(write_bytes=2 * 4 * 64, read_bytes=2 * 8 * 64)
+    assert fused == split

@@ -124,7 +124,9 @@ def graph_ideal(graph: Any) -> GraphIdeal:
             continue
         name = str(_schema(node.target).name)
         if name in GATHER_OPS and node.args and isinstance(node.args[0], torch.fx.Node):
-            if _root(node.args[0]).op == "placeholder":
+            source = _root(node.args[0])
+            if source.op == "placeholder" or (_is_clone(source) and _root(source.args[0]).op == "placeholder"):
+                # a gather from a surviving clone of a pool still reads the window once: ideal
                 n, sym = _nbytes(node)
                 read, symbolic = read + n, symbolic or sym
             continue
