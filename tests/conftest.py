@@ -1,4 +1,4 @@
-"""Shared test configuration: Inductor caches off for every test, hypothesis profile."""
+"""Shared test configuration: Inductor caches off for every test, hypothesis profile, the ar_paging debug-checks fixture."""
 
 from __future__ import annotations
 
@@ -26,3 +26,14 @@ def _inductor_caches_off():
     torch.manual_seed(0)
     yield
     inductor_config.force_disable_caches = old
+
+
+@pytest.fixture
+def debug_checks():
+    """ar_paging's debug checks (range/duplicate slot checks, syncs) on for one test, restored after."""
+    import ar_paging
+
+    before = ar_paging.debug_checks_enabled()
+    ar_paging.set_debug_checks(True)
+    yield
+    ar_paging.set_debug_checks(before)

@@ -36,14 +36,6 @@ OTHER_DEVICE = "meta"  # a device that is never the pools' (CPU) device
 SYNC_OP_PREFIXES = ("aten::_local_scalar_dense", "aten::item", "aten::unique", "aten::_unique", "aten::nonzero(")
 
 
-@pytest.fixture
-def debug_checks():
-    before = ar_paging.debug_checks_enabled()
-    ar_paging.set_debug_checks(True)
-    yield
-    ar_paging.set_debug_checks(before)
-
-
 def pools() -> tuple[torch.Tensor, torch.Tensor]:
     gen = torch.Generator().manual_seed(0)
     return torch.randn(N, H, D, generator=gen), torch.randn(N, H, D, generator=gen)

@@ -153,15 +153,6 @@ BAD_SLOT_VALUES = {
 }
 
 
-@pytest.fixture
-def debug_checks():
-    """Debug mode on for one test, restored after."""
-    before = ar_paging.debug_checks_enabled()
-    ar_paging.set_debug_checks(True)
-    yield
-    ar_paging.set_debug_checks(before)
-
-
 def check_rejected_without_writing(override: dict, match: str) -> None:
     args = _args(**override)
     k_before, v_before = args["k_pool"].clone(), args["v_pool"].clone()
