@@ -131,7 +131,7 @@ def _pool_of(record: GraphRecord, placeholder: str | None, probe: Any, pools: Ma
              anchor: tuple[str | None, str | None] = (None, None)) -> str | None:
     """The caller's pool name of graph input ``placeholder`` (runtime storage + geometry), taken from
     the call in which graph input ``anchor[0]`` held pool ``anchor[1]`` (a region runs once per layer)."""
-    if not pools or placeholder not in record.placeholders:
+    if probe is None or not pools or placeholder not in record.placeholders:
         return None
     from compile_checks.attribution import match_pool
 
@@ -139,8 +139,8 @@ def _pool_of(record: GraphRecord, placeholder: str | None, probe: Any, pools: Ma
         ref = sig[record.placeholders[name]] if name in record.placeholders else None
         return match_pool(ref, ref, pools) if ref is not None else None
 
-    region = next((r for r in getattr(probe, "regions", []) if r.index == record.region), None)
-    for inner in getattr(region, "inner", []):
+    region = next((r for r in probe.regions if r.index == record.region), None)
+    for inner in region.inner if region is not None else []:
         for sig in (inner.recorder.signatures if inner.recorder is not None else []):
             if len(sig) != len(record.placeholders):
                 continue

@@ -66,22 +66,22 @@ class Outcome:
 
 
 def _clone_dict(c: Any) -> dict[str, Any]:
-    where = f"{c.graph_file}:{c.line}" if getattr(c, "graph_file", None) else f"region {c.region} node {c.node}"
-    explanation = getattr(c, "explanation", None)  # filled by compile_checks.explain when present
+    where = f"{c.graph_file}:{c.line}" if c.graph_file else f"region {c.region} node {c.node}"
+    explanation = c.explanation  # compile_checks.explain; None when the check ran with explain=False
     return {
         "op": c.op,
         "arg": c.arg,
         "pool": c.pool,
         "nbytes": c.nbytes,
-        "kind": getattr(c, "kind", "functionalization_clone"),
-        "written_bytes": getattr(c, "written_bytes", 0),
+        "kind": c.kind,
+        "written_bytes": c.written_bytes,
         "where": where,
         "explanation": explanation.summary() if explanation is not None else None,
     }
 
 
 def _phase_totals(report: Any) -> dict[str, float]:
-    per_region = getattr(report, "region_phase_seconds", None) or {}  # soundness adds it
+    per_region = report.region_phase_seconds
     totals = dict.fromkeys(PHASES, 0.0) if per_region else {}
     for phases in per_region.values():
         for k, v in phases.items():
@@ -91,9 +91,7 @@ def _phase_totals(report: Any) -> dict[str, float]:
 
 def outcome_from_result(planned: PlannedCase, result: CaseResult) -> Outcome:
     report = result.report
-    check_errors = list(getattr(report, "errors", []) or [])
-    if getattr(report, "unanalysed", None) and not getattr(report, "allow_unanalysed", False):
-        check_errors += [f"not analysed: {u}" for u in report.unanalysed]
+    check_errors = list(report.problems)  # errors, and blind spots unless the case allows them
     out = Outcome(
         label=planned.label,
         group=planned.group,

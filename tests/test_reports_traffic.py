@@ -255,3 +255,12 @@ def test_a_report_with_errors_is_an_error_row_not_clean() -> None:
     row = traffic_row(FakeResult(FakeScenario(name="split", expect_clean=True), report))
     assert row.status == "ERROR" and "ERROR" in row.verdict
     assert traffic_row(FakeResult(FakeScenario(name="split", expect_clean=True), _report([]))).status == "clean"
+
+
+def test_an_unallowed_blind_spot_is_an_error_row_and_an_allowed_one_is_not() -> None:
+    """The report judges a check the way the gate does (``CloneReport.problems``)."""
+    report = _report([])
+    report.unanalysed = ["region 0 (__compiled_fn_1): backward graph"]
+    assert traffic_row(FakeResult(FakeScenario(name="split", expect_clean=True), report)).status == "ERROR"
+    report.allow_unanalysed = True
+    assert traffic_row(FakeResult(FakeScenario(name="split", expect_clean=True), report)).status == "clean"

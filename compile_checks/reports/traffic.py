@@ -201,7 +201,7 @@ def _row(run: _Run, video_chunks: int, fields: Mapping[str, Any], ideal_video: t
         ideal_video = (ideal_chunk * video_chunks, "run average x chunks")
     extra_video = extra_chunk * video_chunks
     copies = len(acc.executed_clones(report))
-    status = status_of(run.expect_clean, len(report.clones), len(getattr(report, "errors", []) or []))
+    status = status_of(run.expect_clean, len(report.clones), len(report.problems))
     kernel = NAN if run.analysis_only else per_unit(acc.kernel_bytes_per_run(report), run.num_steps)
     row = TrafficRow(
         scenario=run.name, expect_clean=run.expect_clean, status=status,
