@@ -13,9 +13,9 @@ _EXPORTS: dict[str, str] = {
     "Case": "compile_checks.case",
     "CaseResult": "compile_checks.case",
     "run_case": "compile_checks.case",
-    "CheckSessionError": "compile_checks.hooks",
-    "IncompatibleTorchError": "compile_checks.hooks",
-    "TargetError": "compile_checks.targets",
+    "CheckSessionError": "compile_checks.check.hooks",
+    "IncompatibleTorchError": "compile_checks.check.hooks",
+    "TargetError": "compile_checks.gate.targets",
     "CloneCheck": "compile_checks.api",
     "CompileCheckError": "compile_checks.api",
     "analyze_pool_clones": "compile_checks.api",
@@ -23,9 +23,9 @@ _EXPORTS: dict[str, str] = {
     "dump": "compile_checks.api",
     "find_pool_clones": "compile_checks.api",
     "format_report": "compile_checks.api",
-    "CloneReport": "compile_checks.findings",
-    "MutatedArgRecord": "compile_checks.findings",
-    "SurvivingClone": "compile_checks.findings",
+    "CloneReport": "compile_checks.check.findings",
+    "MutatedArgRecord": "compile_checks.check.findings",
+    "SurvivingClone": "compile_checks.check.findings",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -41,9 +41,9 @@ if TYPE_CHECKING:  # pragma: no cover
         format_report,
     )
     from compile_checks.case import Case, CaseResult, run_case
-    from compile_checks.hooks import CheckSessionError, IncompatibleTorchError
-    from compile_checks.targets import TargetError
-    from compile_checks.findings import CloneReport, MutatedArgRecord, SurvivingClone
+    from compile_checks.check.hooks import CheckSessionError, IncompatibleTorchError
+    from compile_checks.gate.targets import TargetError
+    from compile_checks.check.findings import CloneReport, MutatedArgRecord, SurvivingClone
 
 
 def __getattr__(name: str) -> Any:

@@ -16,16 +16,18 @@ from typing import Any
 
 import torch
 
-from compile_checks.attribution import build_report
-from compile_checks.backend import Probe, instrumented_inductor
-from compile_checks.dumping import annotate_report, write_index
-from compile_checks.explain import explain_report
-from compile_checks.pass_bisect import PostGradRecorder
-from compile_checks.findings import CloneReport, SurvivingClone
-from compile_checks.hooks import CheckSessionError, IncompatibleTorchError
+from compile_checks.check.attribution import build_report
+from compile_checks.check.backend import Probe, instrumented_inductor
+from compile_checks.explain.dumps import annotate_report, write_index
+from compile_checks.explain.explanations import explain_report
+from compile_checks.explain.culprit_pass import PostGradRecorder
+from compile_checks.check.findings import CloneReport, SurvivingClone
+from compile_checks.check.hooks import CheckSessionError, IncompatibleTorchError
+from compile_checks.vocab import CopyKind
+from compile_checks.errors import CompileChecksError
 
 
-class CompileCheckError(RuntimeError):
+class CompileCheckError(CompileChecksError, RuntimeError):
     """``fn`` could not be compiled (or run) under the check; ``__cause__`` is the original error."""
 
 
@@ -60,7 +62,7 @@ class CloneCheck:
         # lowering and C++ codegen do not; the post-grad FX graph itself is executed
         self.probe = Probe(analysis_only=analysis_only)
         self.probe.set_pools(self.pools)
-        # explain: record why each clone survived (compile_checks.explain); re-runs passes only for clones
+        # explain: record why each clone survived (compile_checks.explain.explanations); re-runs passes only for clones
         self.explain_recorder = (
             PostGradRecorder(lambda: len(self.probe.regions) - 1, keep_code=self.dump_dir is not None) if explain else None
         )
@@ -244,7 +246,7 @@ def format_clone(c: SurvivingClone) -> str:
     where = f"{c.graph_file}:{c.line}" if c.graph_file else f"region {c.region} node {c.node} (no dump written)"
     pool = c.pool if c.pool is not None else "<unnamed input>"
     dtype = str(c.dtype).removeprefix("torch.")
-    what = "whole-buffer copy by a functional ATen write" if c.kind == "aten_write_copy" else "clone"
+    what = "whole-buffer copy by a functional ATen write" if c.kind == CopyKind.ATEN_WRITE_COPY else "clone"
     back = f", {c.written_bytes} bytes copied back" if c.written_bytes else ""
     text = (
         f"{c.op} argument {c.arg!r} (pool {pool}): {what} of {c.nbytes} bytes "

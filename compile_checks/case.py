@@ -23,18 +23,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from compile_checks.vocab import FUNCTIONALIZATIONS, PIPELINES
+
 if TYPE_CHECKING:  # torch is imported lazily: loading a case file must stay cheap
     import torch
 
-    from compile_checks.findings import CloneReport
+    from compile_checks.check.findings import CloneReport
 
-# "stock": torch.compile(backend=<the check's instrumented Inductor>), Inductor defaults.
-# "vllm": as vLLM 0.33 compiles on this platform (its CompilationConfig's Inductor config, v1
-#   functionalization, @support_torch_compile modules through vLLM's own wrapper).
-# "vllm-piecewise": a CPU simulation of vLLM's GPU path (VllmBackend graph splitting and
-#   PostGradPassManager); see compile_checks.pipelines.
-PIPELINES: tuple[str, ...] = ("stock", "vllm", "vllm-piecewise")
-FUNCTIONALIZATIONS: tuple[str, ...] = ("v1", "v2")
 
 
 @dataclass(frozen=True)
@@ -178,4 +173,4 @@ def run_case(
     return result
 
 
-__all__ = ["FUNCTIONALIZATIONS", "PIPELINES", "Case", "CaseResult", "run_case"]
+__all__ = ["Case", "CaseResult", "run_case"]

@@ -24,8 +24,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from compile_checks.case import PIPELINES
-from compile_checks.config import ConfigError, GateConfig, load_config
+from compile_checks.vocab import PIPELINES, ErrorKind
+from compile_checks.errors import UnwritableOutput, UsageError
+from compile_checks.gate.config import ConfigError, GateConfig, load_config
 
 EXIT_CLEAN = 0
 EXIT_CLONES = 1
@@ -33,14 +34,6 @@ EXIT_USAGE = 2
 EXIT_UNWRITABLE = 3
 EXIT_COMPILE = 4
 EXIT_MISMATCH = 5
-
-
-class UsageError(Exception):
-    """Bad arguments, targets or config (exit 2)."""
-
-
-class Unwritable(Exception):
-    """An output path cannot be written (exit 3)."""
 
 
 # options accepted both before and after the subcommand: (flags, argparse kwargs); default None
@@ -120,16 +113,16 @@ def _stdout_gone() -> None:
 
 
 def _check_writable_dir(path: Path) -> None:
-    from compile_checks.outdir import writable_dir_problem
+    from compile_checks.gate.outdir import writable_dir_problem
 
     problem = writable_dir_problem(path)
     if problem is not None:
-        raise Unwritable(problem)
+        raise UnwritableOutput(problem)
 
 
 def _check_writable_file(path: Path) -> None:
     if path.is_dir():
-        raise Unwritable(f"cannot write to {path}: is a directory")
+        raise UnwritableOutput(f"cannot write to {path}: is a directory")
     _check_writable_dir(path.parent)
 
 
@@ -147,8 +140,8 @@ def _config(args: argparse.Namespace) -> GateConfig | None:
 
 
 def _plan(args: argparse.Namespace, command: str) -> tuple[Any, GateConfig | None]:
-    from compile_checks.gate_plan import plan_builtin, plan_targets
-    from compile_checks.targets import TargetError
+    from compile_checks.gate.plan import plan_builtin, plan_targets
+    from compile_checks.gate.targets import TargetError
 
     if args.full and args.analysis_only:
         raise UsageError("--full and --analysis-only contradict each other")
@@ -182,11 +175,9 @@ def _plan(args: argparse.Namespace, command: str) -> tuple[Any, GateConfig | Non
 
 
 def exit_code(outcomes: Sequence[Any]) -> int:
-    from compile_checks.runner import COMPILE_ERROR, UNWRITABLE_ERROR
-
-    if any(o.error_kind == UNWRITABLE_ERROR for o in outcomes):
+    if any(o.error_kind == ErrorKind.UNWRITABLE for o in outcomes):
         return EXIT_UNWRITABLE
-    if any(o.error_kind == COMPILE_ERROR for o in outcomes):
+    if any(o.error_kind == ErrorKind.COMPILE for o in outcomes):
         return EXIT_COMPILE
     if any(not o.verdict_met for o in outcomes):
         return EXIT_CLONES
@@ -199,9 +190,9 @@ def exit_code(outcomes: Sequence[Any]) -> int:
 
 
 def _gate(args: argparse.Namespace, command: str) -> int:
-    from compile_checks.gate_output import json_document, print_results
-    from compile_checks.junit import write_junit
-    from compile_checks.runner import auto_jobs, progress_callback, run_plan
+    from compile_checks.gate.outputs import json_document, print_results
+    from compile_checks.gate.junit import write_junit
+    from compile_checks.gate.runner import auto_jobs, progress_callback, run_plan
 
     plan, config = _plan(args, command)
     if not plan.cases:
@@ -225,7 +216,7 @@ def _gate(args: argparse.Namespace, command: str) -> int:
         try:
             write_junit(outcomes, junit, seconds)
         except OSError as e:
-            raise Unwritable(f"cannot write {junit}: {e.strerror or e}") from None
+            raise UnwritableOutput(f"cannot write {junit}: {e.strerror or e}") from None
     try:
         if args.json:
             print(json_document(outcomes, code, seconds, plan.notes))
@@ -311,7 +302,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_USAGE
-    except Unwritable as e:
+    except UnwritableOutput as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_UNWRITABLE
     except KeyboardInterrupt:

@@ -31,7 +31,7 @@ from pathlib import Path
 import torch
 
 from ar_paging import gather_window, pool_write_chunk
-from compile_checks.backend import kernel_byte_metrics
+from compile_checks.check.backend import kernel_byte_metrics
 from compile_checks.reports.traffic import MIB
 
 DEFAULT_SIZES_MIB: tuple[int, ...] = (16, 32, 64, 128, 256, 512, 1024)
@@ -331,7 +331,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.rounds < 1 or args.warmup < 0 or any(s < 1 for s in args.sizes_mib):
         print("reports.bench: error: --rounds >= 1, --warmup >= 0, sizes >= 1 MiB", file=sys.stderr)
         return 2
-    from compile_checks.outdir import writable_dir_problem
+    from compile_checks.gate.outdir import writable_dir_problem
 
     problem = writable_dir_problem(args.out)
     if problem is not None:

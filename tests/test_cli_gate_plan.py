@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from compile_checks.cli import main
-from compile_checks.gate_plan import CODEGEN_SUFFIX, codegen_smoke_names, plan_builtin, plan_targets
+from compile_checks.gate.plan import CODEGEN_SUFFIX, codegen_smoke_names, plan_builtin, plan_targets
 from tests._cli_cases import write_engine
 
 
@@ -46,8 +46,8 @@ def test_jobs_2_runs_cases_in_worker_processes(tmp_path: Path, capsys: pytest.Ca
 
 def test_codegen_labels_are_printed_verbatim(capsys: pytest.CaptureFixture[str]) -> None:
     """``[codegen]`` is not swallowed as rich markup (it was: the smoke rows read plain ``split``)."""
-    from compile_checks.gate_output import print_results
-    from compile_checks.runner import Outcome
+    from compile_checks.gate.outputs import print_results
+    from compile_checks.gate.runner import Outcome
 
     o = Outcome("split[codegen]", "builtin/stock", "stock", True, False, True, clean=True, eager_match=True)
     print_results([o], title="gate", code=0, seconds=1.0, notes=[], timings=True)
@@ -55,7 +55,7 @@ def test_codegen_labels_are_printed_verbatim(capsys: pytest.CaptureFixture[str])
 
 
 def test_auto_jobs_keeps_small_plans_in_process() -> None:
-    from compile_checks.runner import AUTO_JOBS_MIN_CASES, auto_jobs
+    from compile_checks.gate.runner import AUTO_JOBS_MIN_CASES, auto_jobs
 
     assert auto_jobs(AUTO_JOBS_MIN_CASES - 1) == 1
     import os

@@ -6,16 +6,11 @@ import torch
 import torch.fx
 
 import ar_paging  # noqa: F401  (registers torch.ops.ar_paging.paged_write)
-from compile_checks.attribution import match_pool
-from compile_checks.backend import StorageRef
-from compile_checks.graph_analysis import (
-    TensorGeometry,
-    find_clone_sites,
-    functionalized_calls,
-    layer_of,
-    mutated_arg_names,
-    node_line,
-)
+from compile_checks.check.attribution import match_pool
+from compile_checks.check.graph.copies import find_clone_sites
+from compile_checks.check.graph.functionalized import functionalized_calls
+from compile_checks.check.graph.fx_helpers import layer_of, mutated_arg_names, node_line
+from compile_checks.check.graph.geometry import StorageRef, TensorGeometry
 
 N, H, D = 64, 2, 8
 aten = torch.ops.aten

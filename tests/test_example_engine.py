@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from compile_checks import run_case
-from compile_checks.targets import load_targets
+from compile_checks.gate.targets import load_targets
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "engine"
 

@@ -9,10 +9,10 @@ import pytest
 import torch
 
 from compile_checks.api import format_clone, format_report
-from compile_checks.dumping import excerpt, render_explanation, side_by_side
-from compile_checks.explain import Conflict, Explanation
-from compile_checks.findings import CloneReport, SurvivingClone
-from compile_checks.user_source import Frame, is_library_frame, parse_stack_trace, short_path
+from compile_checks.explain.dumps import excerpt, render_explanation, side_by_side
+from compile_checks.explain.explanations import Conflict, Explanation
+from compile_checks.check.findings import CloneReport, SurvivingClone
+from compile_checks.explain.user_source import Frame, is_library_frame, parse_stack_trace, short_path
 
 RAW = Explanation(
     cause="read_after_write",

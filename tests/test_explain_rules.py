@@ -17,10 +17,11 @@ from torch._inductor.fx_passes import reinplace as inductor_reinplace
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 import ar_paging  # noqa: F401 - registers torch.ops.ar_paging.paged_write
-from compile_checks.explain import FIXES, explanation_of, fix_for
-from compile_checks.findings import SurvivingClone
-from compile_checks.pass_bisect import GraphRecord, PassStep, find_culprit
-from compile_checks.reinplace_refusals import CAUSES, cloned_args, explain_refusals, reconcile
+from compile_checks.explain.explanations import FIXES, explanation_of, fix_for
+from compile_checks.check.findings import SurvivingClone
+from compile_checks.explain.culprit_pass import GraphRecord, PassStep, find_culprit
+from compile_checks.explain.refusals import cloned_args, explain_refusals, reconcile
+from compile_checks.vocab import CAUSES
 
 USER_FILE = "/home/user/engine/model.py"
 AF_V2 = torch.ops.higher_order.auto_functionalized_v2

@@ -13,11 +13,11 @@ import pytest
 import torch
 
 import ar_paging  # noqa: F401 - registers torch.ops.ar_paging.paged_write
-from compile_checks import pass_bisect
+from compile_checks.explain import culprit_pass as pass_bisect
 from compile_checks.api import CloneCheck, format_report
-from compile_checks.findings import SurvivingClone
+from compile_checks.check.findings import SurvivingClone
 from compile_checks.scenarios import SCENARIOS, run_scenario
-from compile_checks.user_source import absolute_path
+from compile_checks.explain.user_source import absolute_path
 
 N, H, D, T, W = 256, 2, 8, 8, 16
 

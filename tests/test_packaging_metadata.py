@@ -75,8 +75,8 @@ def metadata_problems(project_toml: dict[str, Any]) -> list[str]:
     scripts = project.get("scripts", {})
     if scripts.get("compile-checks") != "compile_checks.cli:main":
         problems.append("no console script compile-checks = compile_checks.cli:main")
-    if project.get("entry-points", {}).get("pytest11", {}).get("compile_checks") != "compile_checks.pytest_plugin":
-        problems.append("no pytest11 entry point for compile_checks.pytest_plugin")
+    if project.get("entry-points", {}).get("pytest11", {}).get("compile_checks") != "compile_checks.gate.plugin":
+        problems.append("no pytest11 entry point for compile_checks.gate.plugin")
     return problems
 
 

@@ -154,7 +154,7 @@ def test_fused_kv_clones_under_vllm_but_not_stock():
 def test_vllm_module_cases_through_vllms_wrapper():
     from vllm.compilation.wrapper import TorchCompileWithNoGuardsWrapper
 
-    from compile_checks.vllm_model import vllm_module_cases
+    from compile_checks.scenarios.vllm_module import vllm_module_cases
 
     split, fused = vllm_module_cases()
     assert isinstance(split.fn, TorchCompileWithNoGuardsWrapper) and split.pipeline == "vllm"
@@ -170,7 +170,7 @@ def test_vllm_module_cases_through_vllms_wrapper():
 
 def test_module_compiled_outside_the_check_is_refused():
     """Negative control for observation: vLLM never recompiles, so a second check would see nothing."""
-    from compile_checks.vllm_model import vllm_module_case
+    from compile_checks.scenarios.vllm_module import vllm_module_case
 
     case = vllm_module_case(fused=True)
     assert not run_case(case, analysis_only=True).clean
@@ -180,7 +180,7 @@ def test_module_compiled_outside_the_check_is_refused():
 
 def test_module_with_vllms_own_backend_is_refused():
     from compile_checks.pipelines.vllm import make_vllm_config, vllm_compile_context
-    from compile_checks.vllm_model import paged_commit_layer_cls
+    from compile_checks.scenarios.vllm_module import paged_commit_layer_cls
 
     with vllm_compile_context(vllm_config=make_vllm_config(backend=None)):
         layer = paged_commit_layer_cls()(k_cache=torch.zeros(N, H, D), v_cache=torch.zeros(N, H, D))
@@ -201,7 +201,7 @@ def test_a_call_the_check_did_not_observe_is_an_error():
 
 
 def _run_piecewise(fused: bool):  # type: ignore[no-untyped-def]
-    from compile_checks.vllm_model import vllm_module_case
+    from compile_checks.scenarios.vllm_module import vllm_module_case
 
     case = vllm_module_case(fused, pipeline="vllm-piecewise")
     settings = pipeline_settings("vllm-piecewise")
@@ -220,7 +220,7 @@ def _run_piecewise(fused: bool):  # type: ignore[no-untyped-def]
 
 @pytest.mark.parametrize("fused", [False, True])
 def test_piecewise_splits_and_runs_vllms_pass_manager(fused):
-    from compile_checks.vllm_model import ATTENTION_OP
+    from compile_checks.scenarios.vllm_module import ATTENTION_OP
 
     report, sim = _run_piecewise(fused)
     assert sim.splitting_ops == [ATTENTION_OP]
@@ -245,7 +245,7 @@ def test_piecewise_needs_the_placeholder_c_ops(monkeypatch):
 
 
 def test_piecewise_case_through_run_case():
-    from compile_checks.vllm_model import vllm_module_cases
+    from compile_checks.scenarios.vllm_module import vllm_module_cases
 
     results = [run_case(c, analysis_only=True) for c in vllm_module_cases("vllm-piecewise")]
     assert [r.passed for r in results] == [True, True]
@@ -285,7 +285,7 @@ def test_platform_resolved_without_cpu_target_is_a_clear_error():
 def test_vllm_module_full_compile_matches_eager():
     """The generated code is the evidence here: vLLM's config turns size_asserts off, so a custom
     op whose fake promises other strides than its kernel returns would go wrong silently."""
-    from compile_checks.vllm_model import vllm_module_case
+    from compile_checks.scenarios.vllm_module import vllm_module_case
 
     result = run_case(vllm_module_case(fused=False, pipeline="vllm"))
     assert result.clean and result.eager_match is True
@@ -297,15 +297,15 @@ def test_module_through_vllms_wrapper_is_explained_at_the_users_line() -> None:
     import inspect
 
     from compile_checks import run_case
-    from compile_checks.vllm_model import vllm_module_case
+    from compile_checks.scenarios.vllm_module import vllm_module_case
 
     fused = run_case(vllm_module_case(True, pipeline="vllm"), analysis_only=True)
     (clone,) = fused.report.clones
     e = clone.explanation
     assert e is not None and e.cause == "shared_storage" and e.user_line is not None
     path, line = e.user_line.rsplit(":", 1)
-    assert path.endswith("vllm_model.py")
-    import compile_checks.vllm_model as model
+    assert path.endswith("vllm_module.py")
+    import compile_checks.scenarios.vllm_module as model
 
     source = inspect.getsource(model).splitlines()
     assert "paged_write" in source[int(line) - 1]

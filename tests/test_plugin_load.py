@@ -32,7 +32,7 @@ def pytest_unconfigure(config):
     with open(os.environ["PLUGIN_PROBE"], "w") as f:
         json.dump({
             "torch": "torch" in sys.modules,
-            "plugin": "compile_checks.pytest_plugin" in sys.modules,
+            "plugin": "compile_checks.gate.plugin" in sys.modules,
             "marker": any(m.startswith("compile_checks(") for m in markers),
             "option": config.getoption("--compile-checks-analysis-only", default=None) is not None,
         }, f)
@@ -77,10 +77,10 @@ def unrelated_suite(tmp_path: Path) -> Path:
 
 def test_loading_the_plugin_does_not_import_torch(unrelated_suite: Path, record_property) -> None:
     bare, t_bare = _run_pytest(unrelated_suite, autoload=False)
-    loaded, t_plugin = _run_pytest(unrelated_suite, "-p", "compile_checks.pytest_plugin", autoload=False)
+    loaded, t_plugin = _run_pytest(unrelated_suite, "-p", "compile_checks.gate.plugin", autoload=False)
     assert not bare["plugin"] and not bare["torch"]
     assert loaded["plugin"] and loaded["marker"] and loaded["option"]
-    assert not loaded["torch"], "loading compile_checks.pytest_plugin imported torch"
+    assert not loaded["torch"], "loading compile_checks.gate.plugin imported torch"
     record_property("seconds_without_plugin", round(t_bare, 2))
     record_property("seconds_with_plugin", round(t_plugin, 2))
 
@@ -88,7 +88,7 @@ def test_loading_the_plugin_does_not_import_torch(unrelated_suite: Path, record_
 def test_entry_point_autoload_does_not_import_torch(unrelated_suite: Path) -> None:
     """As an installed user gets it: the pytest11 entry point loads the plugin by itself."""
     probe, _ = _run_pytest(unrelated_suite, autoload=True)
-    assert probe["plugin"] and probe["marker"], "the pytest11 entry point did not load compile_checks.pytest_plugin"
+    assert probe["plugin"] and probe["marker"], "the pytest11 entry point did not load compile_checks.gate.plugin"
     assert not probe["torch"]
 
 

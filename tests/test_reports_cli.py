@@ -9,7 +9,7 @@ import types
 import pandas as pd
 import pytest
 
-from compile_checks.findings import CloneReport, SurvivingClone
+from compile_checks.check.findings import CloneReport, SurvivingClone
 from compile_checks.reports import cli
 from compile_checks.reports import outputs as cli_outputs
 from test_reports_traffic import FakeResult, FakeScenario, _clone

@@ -64,7 +64,7 @@ def test_user_cases_get_their_ideal_from_the_graph(tmp_path, capsys) -> None:
 
 @pytest.mark.compile
 def test_case_ideal_and_measured_ms(tmp_path, capsys, monkeypatch) -> None:
-    from compile_checks.targets import load_targets
+    from compile_checks.gate.targets import load_targets
 
     cases = load_targets([CASES])
     cases = [c.replace(ideal_bytes_per_call=1000) for c in cases[:1]]  # one full compile: keep it short

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 import torch
 
-from compile_checks.findings import CloneReport, SurvivingClone
+from compile_checks.check.findings import CloneReport, SurvivingClone
 from compile_checks.reports.accounting import bytes_per_run, kernel_bytes_per_run, node_costs
 from compile_checks.reports.outputs import markdown_report
 from compile_checks.reports.traffic import (

@@ -22,7 +22,7 @@ from _soundness_steps import (
 )
 
 from compile_checks.api import CloneCheck, analyze_pool_clones, assert_no_pool_clones
-from compile_checks.geometry import TensorGeometry
+from compile_checks.check.graph.geometry import TensorGeometry
 
 pytestmark = pytest.mark.compile
 

@@ -18,10 +18,10 @@ from _soundness_steps import commit_args, op_commit_after_gather, op_commit_late
 from torch._inductor import compile_fx as compile_fx_module
 from torch._inductor.fx_passes import post_grad as post_grad_module
 
-from compile_checks import backend, hooks
+from compile_checks.check import backend, hooks
 from compile_checks.api import CheckSessionError, CloneCheck, CompileCheckError, format_report
-from compile_checks.attribution import build_report
-from compile_checks.blind_spots import subgraph_mutations
+from compile_checks.check.attribution import build_report
+from compile_checks.check.graph.blind_spots import subgraph_mutations
 from compile_checks.case import Case, run_case
 
 pytestmark = pytest.mark.compile

@@ -25,7 +25,7 @@ from _soundness_steps import (
 )
 
 from compile_checks.api import analyze_pool_clones
-from compile_checks.aten_writes import find_aten_write_copies
+from compile_checks.check.graph.aten_writes import find_aten_write_copies
 
 pytestmark = pytest.mark.compile
 

@@ -20,15 +20,14 @@ from torch._inductor.fx_passes import reinplace as inductor_reinplace
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 import ar_paging  # noqa: F401 - registers torch.ops.ar_paging.paged_write
-from compile_checks.aten_writes import find_aten_write_copies
-from compile_checks.explain import FIXES
-from compile_checks.graph_analysis import (
-    ATEN_WRITE_COPY,
-    FUNCTIONALIZATION_CLONE,
-    find_copy_sites,
-    written_back_from,
-)
-from compile_checks.reinplace_refusals import CAUSES, cloned_args, explain_refusals
+from compile_checks.check.graph.aten_writes import find_aten_write_copies
+from compile_checks.explain.explanations import FIXES
+from compile_checks.check.graph.copies import find_copy_sites, written_back_from
+from compile_checks.explain.refusals import cloned_args, explain_refusals
+from compile_checks.vocab import CAUSES, CopyKind
+
+ATEN_WRITE_COPY = CopyKind.ATEN_WRITE_COPY
+FUNCTIONALIZATION_CLONE = CopyKind.FUNCTIONALIZATION_CLONE
 
 aten = torch.ops.aten
 N, H, D, T = 64, 2, 4, 8

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from compile_checks.case import PIPELINES
+from compile_checks.vocab import PIPELINES
 
 if TYPE_CHECKING:
     from compile_checks.api import CloneCheck

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
+from compile_checks.errors import CompileChecksError
 
 # what vLLM reads from the environment while compiling: CPU platform, and no compile cache
 # (vLLM's AOT artifacts and its torch_compile_cache would hand back code compiled without the
@@ -27,7 +28,7 @@ _COMPILE_ENV: dict[str, str] = {
 }
 
 
-class VllmPipelineError(RuntimeError):
+class VllmPipelineError(CompileChecksError, RuntimeError):
     """The vllm pipeline cannot run here (no vLLM, a CUDA host, vLLM's env cache frozen)."""
 
 

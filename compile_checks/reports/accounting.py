@@ -23,9 +23,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from compile_checks.findings import CloneReport, SurvivingClone
+from compile_checks.check.findings import CloneReport, SurvivingClone
+from compile_checks.vocab import CopyKind
 
-ATEN_WRITE_KIND = "aten_write_copy"
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,7 @@ def node_costs(case: str, report: CloneReport) -> list[NodeCost]:
     rows: list[NodeCost] = []
     for c in executed_clones(report):
         calls = int(report.region_calls.get(c.region, 0))
-        scatter = c.kind == ATEN_WRITE_KIND
+        scatter = c.kind == CopyKind.ATEN_WRITE_COPY
         for cost, per_call in (
             ("scatter_copy_in" if scatter else "clone", c.traffic_bytes),
             ("scatter_copy_out" if scatter else "copy_back", 2 * c.written_bytes),
@@ -98,7 +98,6 @@ def kernel_bytes_per_run(report: CloneReport) -> int:
 
 
 __all__ = [
-    "ATEN_WRITE_KIND",
     "NodeCost",
     "bytes_per_run",
     "clone_only_bytes_per_run",

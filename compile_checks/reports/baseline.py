@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from compile_checks.reports.traffic import TrafficRow
+from compile_checks.errors import CompileChecksError
 
 # Bytes per step are averages (a division), so allow float noise, never a real byte.
 _REL_TOL = 1e-9
@@ -84,7 +85,7 @@ def compare(baseline: Mapping[str, BaselineEntry], current: Mapping[str, Baselin
     return Comparison(regressions, new, improved)
 
 
-class BaselineError(ValueError):
+class BaselineError(CompileChecksError, ValueError):
     """The baseline file is missing or not the expected JSON."""
 
 

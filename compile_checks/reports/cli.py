@@ -67,7 +67,7 @@ class UsageError(ValueError):
 
 def check_writable(out: Path) -> str | None:
     """None if ``out`` can be created and written, else why not (checked before any compile)."""
-    from compile_checks.outdir import writable_dir_problem
+    from compile_checks.gate.outdir import writable_dir_problem
 
     problem = writable_dir_problem(out)
     return None if problem is None else f"output directory: {problem}"
@@ -75,8 +75,8 @@ def check_writable(out: Path) -> str | None:
 
 def pyproject_targets(directory: Path) -> tuple[list[str], Path] | None:
     """``[tool.compile_checks] targets`` of ``directory/pyproject.toml`` (None: no file or no key),
-    read and validated by the gate's own :func:`compile_checks.config.load_config`."""
-    from compile_checks.config import ConfigError, load_config
+    read and validated by the gate's own :func:`compile_checks.gate.config.load_config`."""
+    from compile_checks.gate.config import ConfigError, load_config
 
     try:
         config = load_config(directory / "pyproject.toml")
@@ -89,7 +89,7 @@ def pyproject_targets(directory: Path) -> tuple[list[str], Path] | None:
 
 def _load_cases(args: argparse.Namespace) -> list[Any]:
     from compile_checks.pipelines.vllm_env import prepare_process_for_vllm
-    from compile_checks.targets import TargetError, load_targets
+    from compile_checks.gate.targets import TargetError, load_targets
 
     prepare_process_for_vllm()  # before a target can import vLLM (CPU-only host: the CPU platform)
 

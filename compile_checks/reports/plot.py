@@ -20,6 +20,7 @@ from matplotlib.ticker import NullFormatter  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from compile_checks.reports.traffic import MIB  # noqa: E402
+from compile_checks.errors import CompileChecksError
 
 
 def _size_ticks(ax, pool_bytes: pd.Series) -> None:  # type: ignore[no-untyped-def]
@@ -88,7 +89,7 @@ def plot_traffic(df: pd.DataFrame, path: str | Path, bench: pd.DataFrame | None 
 BENCH_COLUMNS: tuple[str, ...] = ("device", "pool_bytes", "split_median_ms", "fused_median_ms")
 
 
-class BenchCsvError(ValueError):
+class BenchCsvError(CompileChecksError, ValueError):
     """The ``--bench`` CSV is not a ``reports.bench`` table (checked before any compile)."""
 
 

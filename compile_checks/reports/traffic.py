@@ -29,7 +29,7 @@ from typing import Any
 
 import pandas as pd
 
-from compile_checks.findings import CloneReport
+from compile_checks.check.findings import CloneReport
 from compile_checks.reports import accounting as acc
 
 DEFAULT_VIDEO_CHUNKS = 60

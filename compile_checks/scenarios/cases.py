@@ -14,7 +14,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from compile_checks.case import PIPELINES, Case, CaseResult, run_case
+from compile_checks.case import Case, CaseResult, run_case
+from compile_checks.vocab import PIPELINES
 from compile_checks.scenarios.host_loop import RunStats, make_driver, make_verify, pools_written
 from compile_checks.scenarios.layouts import build_model
 from compile_checks.scenarios.model import make_weights
@@ -22,7 +23,7 @@ from compile_checks.scenarios.registry import DEFAULT_GATE, SCENARIOS
 from compile_checks.scenarios.spec import Scenario
 
 if TYPE_CHECKING:
-    from compile_checks.findings import CloneReport
+    from compile_checks.check.findings import CloneReport
     from compile_checks.scenarios.model import Model
 
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 import torch
 import torch.fx
 
-from compile_checks.fx_helpers import flatten_nodes, mutated_arg_names, op_name, placeholder_indices, view_chain_root
-from compile_checks.geometry import TensorGeometry, geometry_of, make_geometry
+from compile_checks.check.graph.fx_helpers import flatten_nodes, mutated_arg_names, op_name, placeholder_indices, view_chain_root
+from compile_checks.check.graph.geometry import TensorGeometry, geometry_of, make_geometry
 
 AUTO_FUNCTIONALIZED_TARGETS: tuple[object, ...] = (
     torch.ops.higher_order.auto_functionalized,

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import torch
+from compile_checks.vocab import CopyKind
 
 
 @dataclass(frozen=True)
@@ -47,9 +48,9 @@ class SurvivingClone:
     node: str = ""
     graph_file: str | None = None
     line: int | None = None
-    kind: str = "functionalization_clone"
+    kind: CopyKind = CopyKind.FUNCTIONALIZATION_CLONE
     written_bytes: int = 0
-    explanation: Any = None  # compile_checks.explain.Explanation (why it survived, the fix)
+    explanation: Any = None  # compile_checks.explain.explanations.Explanation (why it survived, the fix)
 
     @property
     def traffic_bytes(self) -> int:
@@ -89,7 +90,7 @@ class CloneReport:
     dump_dir: str | None = None
     # what fn returned on the checked run (the pools were really written)
     output: Any = None
-    # per region: the dump files (filled when dumps were written), see compile_checks.dumping
+    # per region: the dump files (filled when dumps were written), see compile_checks.explain.dumps
     region_files: dict[int, dict[str, str | None]] = field(default_factory=dict)
     # functionalization clones of caller tensors that match none of the named pools
     other_clones: list[SurvivingClone] = field(default_factory=list)

@@ -31,10 +31,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from compile_checks.backend import Probe, Region
-from compile_checks.findings import CloneReport, SurvivingClone
-from compile_checks.graph_analysis import node_line
-from compile_checks.user_source import absolute_path
+from compile_checks.check.backend import Probe, Region
+from compile_checks.check.findings import CloneReport, SurvivingClone
+from compile_checks.check.graph.fx_helpers import node_line
+from compile_checks.explain.user_source import absolute_path
 
 FILE_KINDS: dict[str, str] = {
     "captured": "BEFORE_PRE_GRAD",

@@ -1,4 +1,4 @@
-"""Run a :class:`~compile_checks.gate_plan.GatePlan` through ``run_case``; one plain outcome per case.
+"""Run a :class:`~compile_checks.gate.plan.GatePlan` through ``run_case``; one plain outcome per case.
 
 An :class:`Outcome` holds only plain data (no tensors, no functions) so it crosses a process
 boundary (``--jobs N`` runs cases in a spawn pool, each worker rebuilding its cases from the
@@ -16,13 +16,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from compile_checks.vocab import ErrorKind
+
 if TYPE_CHECKING:
     from compile_checks.case import Case, CaseResult
-    from compile_checks.gate_plan import CaseSource, GatePlan, PlannedCase
+    from compile_checks.gate.plan import CaseSource, GatePlan, PlannedCase
 
 PHASES: tuple[str, ...] = ("dynamo", "aot", "post_grad", "codegen")
-COMPILE_ERROR = "compile"
-UNWRITABLE_ERROR = "unwritable"
 
 
 @dataclass
@@ -48,7 +48,7 @@ class Outcome:
     notes: list[str] = field(default_factory=list)
     report: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
-    error_kind: str | None = None  # COMPILE_ERROR | UNWRITABLE_ERROR
+    error_kind: ErrorKind | None = None
 
     @property
     def verdict_met(self) -> bool:
@@ -67,7 +67,7 @@ class Outcome:
 
 def _clone_dict(c: Any) -> dict[str, Any]:
     where = f"{c.graph_file}:{c.line}" if c.graph_file else f"region {c.region} node {c.node}"
-    explanation = c.explanation  # compile_checks.explain; None when the check ran with explain=False
+    explanation = c.explanation  # compile_checks.explain.explanations; None when the check ran with explain=False
     return {
         "op": c.op,
         "arg": c.arg,
@@ -147,7 +147,7 @@ def run_planned(planned: PlannedCase, builder: CaseBuilder, dump_root: Path | No
 
     t0 = time.perf_counter()
 
-    def failed(kind: str, message: str) -> Outcome:
+    def failed(kind: ErrorKind, message: str) -> Outcome:
         return Outcome(planned.label, planned.group, planned.pipeline, planned.expect_clean, planned.analysis_only,
                        planned.codegen_smoke, error=message, error_kind=kind, wall_seconds=time.perf_counter() - t0)
 
@@ -155,12 +155,12 @@ def run_planned(planned: PlannedCase, builder: CaseBuilder, dump_root: Path | No
         case = builder.take(planned)
         result = run_case(case, analysis_only=planned.analysis_only, dump_dir=_dump_dir(dump_root, planned.label))
     except CompileCheckError as e:
-        return failed(COMPILE_ERROR, f"compile failed: {e}")
+        return failed(ErrorKind.COMPILE, f"compile failed: {e}")
     except OSError as e:
-        return failed(UNWRITABLE_ERROR, f"cannot write dumps: {e}")
+        return failed(ErrorKind.UNWRITABLE, f"cannot write dumps: {e}")
     except Exception as e:  # noqa: BLE001 - one line per case, never a traceback mid-table
         first = (str(e).splitlines() or [""])[0]
-        return failed(COMPILE_ERROR, f"the check failed: {type(e).__name__}: {first}")
+        return failed(ErrorKind.COMPILE, f"the check failed: {type(e).__name__}: {first}")
     return outcome_from_result(planned, result)
 
 

@@ -21,13 +21,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
+from compile_checks.errors import CompileChecksError
 
 
-class IncompatibleTorchError(RuntimeError):
+class IncompatibleTorchError(CompileChecksError, RuntimeError):
     """An Inductor function the check hooks is missing or has another signature in this torch."""
 
 
-class CheckSessionError(RuntimeError):
+class CheckSessionError(CompileChecksError, RuntimeError):
     """A second check session was started while one is active (in this or another thread)."""
 
 

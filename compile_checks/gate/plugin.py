@@ -44,7 +44,7 @@ if TYPE_CHECKING:  # only for annotations: importing them at load time would imp
 
     from compile_checks.api import CloneCheck
     from compile_checks.case import Case, CaseResult
-    from compile_checks.findings import CloneReport
+    from compile_checks.check.findings import CloneReport
 
 MARKER = "compile_checks"
 MARKER_KWARGS = ("analysis_only",)

@@ -12,11 +12,11 @@ for the duration of :func:`instrumented_inductor` two Inductor passes are wrappe
   lowers) is read after it returns: its copy sites and its blind spots.
 
 The compiled callable of each inner graph is wrapped to attribute every call's real
-inputs to the named pools (:mod:`compile_checks.runtime_pools`), and the region callable
+inputs to the named pools (:mod:`compile_checks.check.runtime_pools`), and the region callable
 is wrapped to count calls. What the probe could not see (a region whose post-grad graph
 never reached the hook, a backward graph, a mutating op inside a higher-order-op
 subgraph) is recorded as ``unanalysed``, never skipped. The hooked functions are verified
-first (:mod:`compile_checks.hooks`) and only one session runs at a time.
+first (:mod:`compile_checks.check.hooks`) and only one session runs at a time.
 """
 
 from __future__ import annotations
@@ -36,13 +36,14 @@ import torch._inductor.metrics as inductor_metrics
 from torch._inductor import compile_fx as compile_fx_module
 from torch._inductor.fx_passes import post_grad as post_grad_module
 
-from compile_checks.blind_spots import subgraph_mutations
-from compile_checks.functionalized import FunctionalizedArg, functionalized_calls
-from compile_checks.geometry import StorageRef, SymbolBinder, symbol_binders
-from compile_checks.graph_analysis import CloneSite, find_copy_sites
-from compile_checks.hooks import session_lock, verify_inductor_hooks
-from compile_checks.kernel_metrics import kernel_byte_metrics
-from compile_checks.runtime_pools import CallRecorder, PoolIndex
+from compile_checks.check.graph.blind_spots import subgraph_mutations
+from compile_checks.check.graph.functionalized import FunctionalizedArg, functionalized_calls
+from compile_checks.check.graph.geometry import StorageRef, SymbolBinder, symbol_binders
+from compile_checks.check.graph.copies import find_copy_sites
+from compile_checks.check.graph.sites import CloneSite
+from compile_checks.check.hooks import session_lock, verify_inductor_hooks
+from compile_checks.check.kernel_metrics import kernel_byte_metrics
+from compile_checks.check.runtime_pools import CallRecorder, PoolIndex
 
 PHASES: tuple[str, ...] = ("dynamo", "aot", "post_grad", "codegen")
 

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-from compile_checks.functionalized import FunctionalizedArg
-from compile_checks.geometry import StorageRef, SymbolBinder, UnresolvedSizeError, bind_symbols
-from compile_checks.graph_analysis import CloneSite
+from compile_checks.check.graph.functionalized import FunctionalizedArg
+from compile_checks.check.graph.geometry import StorageRef, SymbolBinder, UnresolvedSizeError, bind_symbols
+from compile_checks.check.graph.sites import CloneSite
 
 
 def _span(ref: StorageRef) -> tuple[int, int]:

@@ -21,10 +21,10 @@ import torch.fx
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)\s*$')
 
 _TORCH_DIR = str(Path(__import__("torch").__file__).resolve().parent)
-_CHECKER_DIR = str(Path(__file__).resolve().parent)
-# compile_checks modules that hold *example user code* (the built-in scenarios and the vLLM
-# @support_torch_compile example model), not machinery
-_CHECKER_USER_CODE = ("scenarios", "vllm_model")
+_CHECKER_DIR = str(Path(__file__).resolve().parent.parent)  # the compile_checks package
+# the compile_checks folder that holds *example user code* (the built-in scenarios and the vLLM
+# @support_torch_compile example module), not machinery
+_CHECKER_USER_CODE = ("scenarios" + os.sep,)
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from compile_checks.case import Case
+from compile_checks.errors import CompileChecksError
 
 
-class TargetError(ValueError):
+class TargetError(CompileChecksError, ValueError):
     """A target could not be resolved to cases (the CLI maps it to its usage exit code)."""
 
 

@@ -2,7 +2,7 @@
 
 ``classname`` is ``<target>/<pipeline>`` (``builtin/<pipeline>`` for the built-in gate) and
 ``name`` the case's label. A failed verdict's message names op, argument, pool and bytes of
-every surviving clone (plus the explanation's one-line summary when ``compile_checks.explain``
+every surviving clone (plus the explanation's one-line summary when ``compile_checks.explain.explanations``
 filled one); a negative control that stopped cloning says so; a compile error is an ``<error>``.
 """
 
@@ -12,13 +12,14 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from pathlib import Path
 
-from compile_checks.runner import Outcome
+from compile_checks.gate.runner import Outcome
+from compile_checks.vocab import CopyKind
 
 
 def clone_line(c: dict) -> str:
     """``ar_paging::paged_write v_pool pool layer0.v 32768 bytes at file:line``."""
     line = f"{c['op']} {c['arg']} pool {c['pool']} {c['nbytes']} bytes at {c['where']}"
-    if c.get("kind") and c["kind"] != "functionalization_clone":
+    if c.get("kind") and c["kind"] != CopyKind.FUNCTIONALIZATION_CLONE:
         line += f" ({c['kind']})"
     if c.get("explanation"):
         line += f" -- {c['explanation']}"

@@ -1,7 +1,7 @@
 """Turn what the probe saw into a :class:`CloneReport`: copies, pools, blind spots, failures.
 
 Pools and bytes come from the runtime hits each compiled graph recorded on every call
-(:mod:`compile_checks.runtime_pools`): for a fused ``(2, N, H, D)`` allocation both
+(:mod:`compile_checks.check.runtime_pools`): for a fused ``(2, N, H, D)`` allocation both
 ``layer0.k`` and ``layer0.v`` share the pointer and the view's storage offset tells them
 apart; under ``dynamic=True`` each size gets its own bytes. Nothing the probe could not
 see is dropped: it becomes ``unanalysed`` (with its reason) or an ``error``.
@@ -13,12 +13,13 @@ from collections.abc import Mapping
 
 import torch
 
-from compile_checks.backend import InnerGraph, Probe, Region
-from compile_checks.findings import CloneReport, MutatedArgRecord, SurvivingClone
-from compile_checks.functionalized import FunctionalizedArg
-from compile_checks.fx_helpers import layer_of
-from compile_checks.graph_analysis import CloneSite
-from compile_checks.runtime_pools import match_pool
+from compile_checks.check.backend import InnerGraph, Probe, Region
+from compile_checks.check.findings import CloneReport, MutatedArgRecord, SurvivingClone
+from compile_checks.check.graph.functionalized import FunctionalizedArg
+from compile_checks.check.graph.fx_helpers import layer_of
+from compile_checks.check.graph.sites import CloneSite
+from compile_checks.check.runtime_pools import match_pool
+from compile_checks.vocab import CopyKind
 
 __all__ = ["build_report", "match_pool"]
 
@@ -116,7 +117,7 @@ def _clone(site: CloneSite, region: Region, hit: object) -> SurvivingClone:
 def _cross_check(region: int, functionalized: list[FunctionalizedArg], sites: list[CloneSite], notes: list[str]) -> None:
     """Note where the reinplace decision (meta) and the final graph disagree (custom-op clones only)."""
     cloned = {(f.op, f.arg) for f in functionalized if f.cloned}
-    found = {(s.op, s.arg) for s in sites if s.kind == "functionalization_clone"}
+    found = {(s.op, s.arg) for s in sites if s.kind == CopyKind.FUNCTIONALIZATION_CLONE}
     for op, arg in sorted(cloned - found):
         notes.append(
             f"region {region}: reinplace kept a clone for {op}.{arg} whose value is never written back into "

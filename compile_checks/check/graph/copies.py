@@ -7,25 +7,24 @@ every time the region runs, plus a copy back into the caller's tensor):
   a mutated argument the reinplace pass could not re-inplace is an ``aten.clone`` of (an
   ``as_strided`` view of) a graph input, passed (possibly through views) to the mutating op,
   and the clone's new value is what the ``copy_`` epilogue writes back into the input.
-* ``aten_write_copy`` (:mod:`compile_checks.aten_writes`): a plain ATen in-place write
+* ``aten_write_copy`` (:mod:`compile_checks.check.graph.aten_writes`): a plain ATen in-place write
   (``k[slots] = x``) that functionalization made functional (``index_put``) and reinplacing
   left so: Inductor lowers it as copy-the-whole-input, scatter, copy back.
 
 The reinplace decision itself (``auto_functionalized*`` meta) is read by
-:mod:`compile_checks.functionalized`. Nothing here compiles or runs anything, so
+:mod:`compile_checks.check.graph.functionalized`. Nothing here compiles or runs anything, so
 hand-built graphs can be analysed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 import torch
 import torch.fx
 
-from compile_checks.functionalized import AUTO_FUNCTIONALIZED_TARGETS, FunctionalizedArg, functionalized_calls
-from compile_checks.fx_helpers import (
+from compile_checks.check.graph.functionalized import AUTO_FUNCTIONALIZED_TARGETS, FunctionalizedArg, functionalized_calls
+from compile_checks.check.graph.fx_helpers import (
     bound_args,
     flatten_nodes,
     layer_of,
@@ -37,58 +36,11 @@ from compile_checks.fx_helpers import (
     view_chain_root,
     write_backs,
 )
-from compile_checks.geometry import StorageRef, TensorGeometry, geometry_of
+from compile_checks.check.graph.aten_writes import find_aten_write_copies
+from compile_checks.check.graph.geometry import TensorGeometry, geometry_of
+from compile_checks.check.graph.sites import CloneSite, is_view_scatter
 
 _CLONE_TARGETS: tuple[object, ...] = (torch.ops.aten.clone.default,)
-
-FUNCTIONALIZATION_CLONE = "functionalization_clone"
-ATEN_WRITE_COPY = "aten_write_copy"
-
-
-@dataclass(frozen=True)
-class CloneSite:
-    """A whole-buffer copy in the final graph that stands in for a mutated graph input.
-
-    ``view`` is the tensor the op writes: relative to the clone's storage for a
-    functionalization clone (``clone_source_offset`` is where the cloned buffer starts in the
-    input's storage; when the input itself was cloned, ``clone_is_input``, the runtime input's
-    own offset replaces it), in the input's own storage for an ATen write copy
-    (``view_in_input_storage``). ``written`` is the destination of the ``copy_`` epilogue
-    that writes the copy's new value back (None when there is none). Geometries may be
-    symbolic: :meth:`real_view` / ``resolve`` evaluate them for one call.
-    """
-
-    op: str
-    arg: str
-    clone_node: str
-    placeholder: str
-    placeholder_index: int
-    clone: TensorGeometry
-    view: TensorGeometry | None
-    clone_source_offset: int | None
-    clones_whole_input: bool
-    clone_is_input: bool = False
-    kind: str = FUNCTIONALIZATION_CLONE
-    written: tuple[TensorGeometry, ...] = ()
-    clone_source: TensorGeometry | None = None
-    view_in_input_storage: bool = False
-
-    def real_view(self, placeholder: StorageRef, bindings: dict) -> StorageRef | None:
-        """The written view mapped onto the placeholder's real storage for one call (None if unknown)."""
-        if self.view is None:
-            return None
-        view = self.view.resolve(bindings)
-        if self.view_in_input_storage:
-            offset = view.storage_offset
-        elif self.clone_is_input:
-            # the input itself was cloned: the clone's offset 0 is the input's offset
-            offset = placeholder.storage_offset + view.storage_offset
-        elif self.clone_source is not None:
-            offset = self.clone_source.resolve(bindings).storage_offset + view.storage_offset
-        else:
-            return None
-        return StorageRef(placeholder.data_ptr, offset, view.shape, view.stride, view.dtype)
-
 
 def clone_source_geometry(clone_input: torch.fx.Node, placeholder: torch.fx.Node) -> tuple[TensorGeometry | None, bool]:
     """Geometry of the cloned buffer in the input's storage, and whether it spans more than the input.
@@ -108,26 +60,6 @@ def clone_source_geometry(clone_input: torch.fx.Node, placeholder: torch.fx.Node
         blo, bhi = base.element_span()
         whole = lo <= blo and hi >= bhi and geo.numel > base.numel
     return geo, whole
-
-
-# functional forms of a write into a *view* of ``self`` (``self[0] = src``, ``self[a:b] = src``): their
-# ``src`` (argument 1) is written back whole. v1 ``auto_functionalized`` of a view of a graph input
-# writes the op's new value back this way: ``copy_(kv, select_scatter(kv, new_k, 0, 0))``.
-VIEW_SCATTER_OPS: frozenset[object] = frozenset(
-    getattr(torch.ops.aten, name)
-    for name in ("select_scatter", "slice_scatter", "as_strided_scatter", "diagonal_scatter")
-    if hasattr(torch.ops.aten, name)
-)
-
-
-def is_view_scatter(node: torch.fx.Node) -> bool:
-    """A call of one of :data:`VIEW_SCATTER_OPS` (any overload) whose ``self`` and ``src`` are nodes."""
-    return (
-        node.op == "call_function"
-        and getattr(node.target, "overloadpacket", None) in VIEW_SCATTER_OPS
-        and len(node.args) >= 2
-        and all(isinstance(a, torch.fx.Node) for a in node.args[:2])
-    )
 
 
 def written_back_values(src: torch.fx.Node) -> list[tuple[torch.fx.Node, torch.fx.Node]]:
@@ -231,31 +163,14 @@ def find_clone_sites(
 
 def find_copy_sites(graph: torch.fx.Graph, preexisting: Iterable[torch.fx.Node] | None = None) -> list[CloneSite]:
     """Every whole-buffer copy of a mutated input: functionalization clones, then ATen write copies."""
-    from compile_checks.aten_writes import find_aten_write_copies
-
     clones = find_clone_sites(graph, preexisting)
     return clones + find_aten_write_copies(graph, {s.clone_node for s in clones})
 
 
 __all__ = [
-    "ATEN_WRITE_COPY",
-    "AUTO_FUNCTIONALIZED_TARGETS",
-    "FUNCTIONALIZATION_CLONE",
-    "CloneSite",
-    "FunctionalizedArg",
-    "TensorGeometry",
-    "VIEW_SCATTER_OPS",
+    "clone_source_geometry",
     "find_clone_sites",
     "find_copy_sites",
-    "functionalized_calls",
-    "geometry_of",
-    "is_view_scatter",
-    "layer_of",
-    "mutated_arg_names",
-    "mutated_inputs",
-    "node_line",
-    "op_name",
-    "placeholder_indices",
     "written_back_from",
     "written_back_values",
 ]

@@ -17,11 +17,12 @@ from typing import Any
 import sympy
 import torch
 import torch.fx
+from compile_checks.errors import CompileChecksError
 
 Exprs = tuple[tuple[Any, ...], tuple[Any, ...], Any]  # (shape, stride, storage_offset) as sympy/int
 
 
-class UnresolvedSizeError(ValueError):
+class UnresolvedSizeError(CompileChecksError, ValueError):
     """A symbolic size whose symbols no runtime input binds (e.g. an unbacked ``u0``)."""
 
 

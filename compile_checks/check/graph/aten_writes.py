@@ -16,9 +16,10 @@ from collections.abc import Collection
 import torch
 import torch.fx
 
-from compile_checks.fx_helpers import op_name, placeholder_indices, view_chain_root, write_backs
-from compile_checks.geometry import geometry_of
-from compile_checks.graph_analysis import ATEN_WRITE_COPY, CloneSite, is_view_scatter
+from compile_checks.check.graph.fx_helpers import op_name, placeholder_indices, view_chain_root, write_backs
+from compile_checks.check.graph.geometry import geometry_of
+from compile_checks.check.graph.sites import CloneSite, is_view_scatter
+from compile_checks.vocab import CopyKind
 
 _aten = torch.ops.aten
 # functional ops whose output is ``self`` with some elements replaced: the functional
@@ -118,7 +119,7 @@ def find_aten_write_copies(graph: torch.fx.Graph, written_back_clones: Collectio
             clone_source_offset=self_geo.storage_offset if self_geo is not None else None,
             clones_whole_input=False,
             clone_is_input=write.args[0] is placeholder,
-            kind=ATEN_WRITE_COPY,
+            kind=CopyKind.ATEN_WRITE_COPY,
             written=(dst_geo,) if dst_geo is not None else (),
             clone_source=self_geo,
             view_in_input_storage=True,

@@ -12,8 +12,8 @@ from __future__ import annotations
 import torch
 import torch.fx
 
-from compile_checks.functionalized import AUTO_FUNCTIONALIZED_TARGETS
-from compile_checks.fx_helpers import mutated_arg_names, op_name
+from compile_checks.check.graph.functionalized import AUTO_FUNCTIONALIZED_TARGETS
+from compile_checks.check.graph.fx_helpers import mutated_arg_names, op_name
 
 
 def _is_mutating(node: torch.fx.Node) -> bool:
@@ -23,7 +23,7 @@ def _is_mutating(node: torch.fx.Node) -> bool:
         return True
     if mutated_arg_names(node.target):
         return True
-    from compile_checks.aten_writes import is_functional_write
+    from compile_checks.check.graph.aten_writes import is_functional_write
 
     return is_functional_write(node)
 

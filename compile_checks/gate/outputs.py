@@ -11,8 +11,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from compile_checks.junit import clone_line
-from compile_checks.runner import PHASES, Outcome
+from compile_checks.gate.junit import clone_line
+from compile_checks.gate.runner import PHASES, Outcome
 
 SCHEMA_VERSION = 1
 

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from compile_checks.case import PIPELINES
+from compile_checks.vocab import PIPELINES
+from compile_checks.errors import CompileChecksError
 
 # key -> (expected Python type, what it means); the README lists the same table
 KNOWN_KEYS: dict[str, tuple[type, str]] = {
@@ -25,7 +26,7 @@ KNOWN_KEYS: dict[str, tuple[type, str]] = {
 }
 
 
-class ConfigError(ValueError):
+class ConfigError(CompileChecksError, ValueError):
     """The ``[tool.compile_checks]`` table is malformed (the CLI exits 2)."""
 
 

@@ -27,11 +27,9 @@ import torch.fx
 from torch._inductor.fx_passes import reinplace as inductor_reinplace
 from torch._inductor.fx_utils import get_node_storage
 
-from compile_checks.user_source import user_line
+from compile_checks.explain.user_source import user_line
+from compile_checks.vocab import Cause
 
-CAUSES: tuple[str, ...] = (
-    "shared_storage", "read_after_write", "view_not_written_back", "view_of_input_v1", "output_alias", "other",
-)
 
 _AF_V1 = torch.ops.higher_order.auto_functionalized
 _AF_V2 = torch.ops.higher_order.auto_functionalized_v2
@@ -51,7 +49,7 @@ class Reader:
 class Refusal:
     """One mutated argument Inductor would not (or did not) write in place, and why."""
 
-    cause: str  # one of CAUSES
+    cause: Cause
     node: str  # the functionalized op node (auto_functionalized* or a functional ATen write)
     op: str  # "ar_paging::paged_write", "aten::index_put"
     args: tuple[str, ...]  # the op's argument name(s) this buffer is passed as ("v_pool",)
@@ -164,7 +162,7 @@ def refusal_of(facts: GraphFacts, node: torch.fx.Node, mutated: Any) -> tuple[st
     if isinstance(mutated, (list, tuple)):
         # two tensors of one list argument alias each other: Inductor clones rather than write one twice
         if len(set(_storages(mutated))) != len(mutated):
-            return "shared_storage", "two tensors of the list argument share one storage", list(mutated)
+            return Cause.SHARED_STORAGE, "two tensors of the list argument share one storage", list(mutated)
         for m in mutated:
             r = refusal_of(facts, node, m)
             if r is not None:
@@ -173,13 +171,13 @@ def refusal_of(facts: GraphFacts, node: torch.fx.Node, mutated: Any) -> tuple[st
     storage = get_node_storage(mutated)
     if storage is None:
         # no fake tensor storage to reason about: Inductor refuses outright
-        return "other", f"`{mutated.name}` has no tensor storage in its fake value", []
+        return Cause.OTHER, f"`{mutated.name}` has no tensor storage in its fake value", []
     views = [v for v in facts.storage_to_nodes[storage] if _overlaps(mutated, v)]
     if mutated.op in _PLACEHOLDERS:
         copy_node = facts.copy_nodes.get(mutated)
         if copy_node is None:
             # no copy_ epilogue: the program does not mutate this input, so its old value must stay
-            return "view_not_written_back", f"graph input `{mutated.name}` is never written back (no copy_ epilogue)", []
+            return Cause.VIEW_NOT_WRITTEN_BACK, f"graph input `{mutated.name}` is never written back (no copy_ epilogue)", []
         return _later_uses(facts, node, views, copy_node, mutated)
     if any(v.op in _PLACEHOLDERS for v in views):
         # a view of a graph input: only reinplaceable when a later copy_ writes this op's result back
@@ -192,13 +190,13 @@ def refusal_of(facts: GraphFacts, node: torch.fx.Node, mutated: Any) -> tuple[st
                 # copy_(input, select_scatter(input, new, ...)); Inductor recognises a write-back
                 # through views only for its in-place-able ATen ops (copy_args_to_copy_nodes_via_views),
                 # never for auto_functionalized, so a view of an input is always cloned under v1
-                return "view_of_input_v1", _v1_view_detail(mutated, base, input_copy), [base]
-            return "view_not_written_back", (
+                return Cause.VIEW_OF_INPUT_V1, _v1_view_detail(mutated, base, input_copy), [base]
+            return Cause.VIEW_NOT_WRITTEN_BACK, (
                 f"`{mutated.name}` is a view of graph input `{base.name}` that no copy_ writes back from this op"
             ), [base]
         dst, src = copy_node.args[0], copy_node.args[1]
         if not inductor_reinplace._is_layout_preserving_view_copy_back(dst, src, mutated, node):
-            return "view_not_written_back", (
+            return Cause.VIEW_NOT_WRITTEN_BACK, (
                 f"`{mutated.name}` is a view of `{dst.name}` whose write-back does not preserve its layout"
             ), [dst]
         return _later_uses(facts, node, views, copy_node, dst)
@@ -225,9 +223,9 @@ def _later_uses(facts: GraphFacts, node: torch.fx.Node, views: list[torch.fx.Nod
     outputs = [u for u in users if u.op == "output"]
     if outputs:
         # the graph returns (a view of) the buffer: the caller would see the write
-        return "output_alias", f"the graph output aliases `{mutated.name}`", outputs
+        return Cause.OUTPUT_ALIAS, f"the graph output aliases `{mutated.name}`", outputs
     readers = [_consumer(u) for u in users]
-    return "read_after_write", f"`{mutated.name}` is read after the write, so its old value must be kept", readers
+    return Cause.READ_AFTER_WRITE, f"`{mutated.name}` is read after the write, so its old value must be kept", readers
 
 
 def _candidates(node: torch.fx.Node) -> list[tuple[tuple[str, ...], Any, Any]]:
@@ -292,7 +290,7 @@ def explain_refusals(graph: torch.fx.Graph) -> list[Refusal]:
                 # counted as a missed opportunity)
                 other = next(m for n, m, _ in _candidates(node) if n == earlier)
                 verdict: tuple[str, str, list[torch.fx.Node]] | None = (
-                    "shared_storage",
+                    Cause.SHARED_STORAGE,
                     f"`{'/'.join(names)}` shares one storage with `{'/'.join(earlier)}`, written in place first",
                     [other] if isinstance(other, torch.fx.Node) else list(other),
                 )
@@ -320,7 +318,7 @@ def reconcile(replayed: list[Refusal], graph_after: torch.fx.Graph, inductor_log
         node = nodes[key[0]]
         is_hop = node.target in (_AF_V1, _AF_V2)
         mutated = next(m for n, m, _ in _candidates(node) if n == key[1])
-        verdict = ("other", "Inductor cloned it, though none of the replayed reinplace rules refuses it", [])
+        verdict = (Cause.OTHER, "Inductor cloned it, though none of the replayed reinplace rules refuses it", [])
         out.append(_refusal(node, op_label(node.args[0] if is_hop else node.target), key[1], mutated, verdict, log.get(node.name)))
     return out
 
@@ -333,12 +331,12 @@ def _refusal(node: torch.fx.Node, op: str, names: tuple[str, ...], mutated: Any,
     other_args: tuple[str, ...] = ()
     other_base = None
     readers: tuple[Reader, ...] = ()
-    if cause == "shared_storage" and evidence:
+    if cause == Cause.SHARED_STORAGE and evidence:
         other_base = evidence[0].name
         other_args = _arg_names_of(node, evidence[0])
-    elif cause in ("read_after_write", "output_alias"):
+    elif cause in (Cause.READ_AFTER_WRITE, Cause.OUTPUT_ALIAS):
         readers = tuple(Reader(e.name, _reader_op(e), user_line(e)) for e in evidence)
-    if cause == "other" and log_line:
+    if cause == Cause.OTHER and log_line:
         detail = f"{detail}; Inductor: {log_line}"
     return Refusal(
         cause=cause, node=node.name, op=op, args=names, base=base.name,
@@ -362,4 +360,4 @@ def _reader_op(node: torch.fx.Node) -> str:
     return op_label(node.target)
 
 
-__all__ = ["CAUSES", "GraphFacts", "Reader", "Refusal", "cloned_args", "explain_refusals", "op_label", "reconcile", "refusal_of"]
+__all__ = ["GraphFacts", "Reader", "Refusal", "cloned_args", "explain_refusals", "op_label", "reconcile", "refusal_of"]

@@ -1,6 +1,6 @@
 """Explain each surviving clone: the cause, the user's source line, the pass that caused it, the fix.
 
-A check records (:class:`~compile_checks.pass_bisect.PostGradRecorder`) why Inductor's reinplace
+A check records (:class:`~compile_checks.explain.culprit_pass.PostGradRecorder`) why Inductor's reinplace
 pass cloned each mutated argument, and which post-grad pass moved a read below the write;
 :func:`explain_report` attaches an :class:`Explanation` to every clone of the report.
 """
@@ -14,9 +14,10 @@ from typing import Any
 
 import torch
 
-from compile_checks.findings import CloneReport, SurvivingClone
-from compile_checks.pass_bisect import GraphRecord, PostGradRecorder
-from compile_checks.reinplace_refusals import CAUSES, Refusal
+from compile_checks.check.findings import CloneReport, SurvivingClone
+from compile_checks.explain.culprit_pass import GraphRecord, PostGradRecorder
+from compile_checks.explain.refusals import Refusal
+from compile_checks.vocab import CAUSES, Cause
 
 REORDER_FIX = (
     "keep the commit out of reach of `{pass_}`: `torch.compile(fn, options={{'{pass_}': False}})`, or in vLLM "
@@ -29,26 +30,26 @@ CUSTOM_PASS_FIX = (
     "(the write-then-read order is clean by construction)"
 )
 FIXES: dict[str, str] = {
-    "shared_storage": (
+    Cause.SHARED_STORAGE: (
         "allocate K and V as separate tensors (`ar_paging.allocate_kv_pool_with_views`); or pass the one `(2, ...)` "
         "allocation whole and take `kv[0]` / `kv[1]` inside the compiled region (vLLM: hand the attention layer its "
         "`kv_cache` tensor whole, not pre-split views of it); the whole-tensor form needs auto_functionalized_v2 "
         "(under v1 Inductor clones views of an input: see `view_of_input_v1`)"
     ),
-    "read_after_write": (
+    Cause.READ_AFTER_WRITE: (
         "commit before the window gather (the write-then-read order is clean by construction), or read the "
         "new values from what the write produced instead of the pool"
     ),
-    "view_not_written_back": "pass the pool to the compiled region as a whole tensor it writes, not a view derived inside it",
-    "view_of_input_v1": (
+    Cause.VIEW_NOT_WRITTEN_BACK: "pass the pool to the compiled region as a whole tensor it writes, not a view derived inside it",
+    Cause.VIEW_OF_INPUT_V1: (
         "pass K and V to the compiled region as separate tensors (`ar_paging.allocate_kv_pool_with_views`), or "
         "functionalize with auto_functionalized_v2: torch `torch._inductor.config.enable_auto_functionalized_v2 = True` "
         "(the default); vLLM 0.33 sets it False for every compile, override with "
         "`CompilationConfig(inductor_compile_config={'enable_auto_functionalized_v2': True})` (vLLM's own fusion "
         "passes expect v1)"
     ),
-    "output_alias": "do not return the pool (or a view of it) from the compiled region; return what you computed from it",
-    "other": "see Inductor's reason above; keep the dump (`dump_dir=`) and report it with the graphs",
+    Cause.OUTPUT_ALIAS: "do not return the pool (or a view of it) from the compiled region; return what you computed from it",
+    Cause.OTHER: "see Inductor's reason above; keep the dump (`dump_dir=`) and report it with the graphs",
 }
 
 
@@ -71,14 +72,14 @@ class Conflict:
 class Explanation:
     """Why one clone survived, where the user wrote it, which pass caused it, how to fix it."""
 
-    cause: str  # one of CAUSES
+    cause: Cause
     reason: str
     user_line: str | None = None  # "file.py:123" of the mutating call
     conflicting: list[Conflict] = field(default_factory=list)
     culprit_pass: str | None = None
     culprit_verified: bool = False
     fix: str = ""
-    # where the evidence sits in the dump (filled by compile_checks.dumping when dumps are written)
+    # where the evidence sits in the dump (filled by compile_checks.explain.dumps when dumps are written)
     graph_files: dict[str, str] = field(default_factory=dict)
     write_node: str | None = None
 
@@ -117,7 +118,7 @@ class Explanation:
 
 
 def fix_for(cause: str, culprit: str | None) -> str:
-    if cause == "read_after_write" and culprit is not None:
+    if cause == Cause.READ_AFTER_WRITE and culprit is not None:
         template = REORDER_FIX if culprit in _INDUCTOR_REORDER_PASSES else CUSTOM_PASS_FIX
         return template.format(pass_=culprit)
     return FIXES[cause]
@@ -133,7 +134,7 @@ def _pool_of(record: GraphRecord, placeholder: str | None, probe: Any, pools: Ma
     the call in which graph input ``anchor[0]`` held pool ``anchor[1]`` (a region runs once per layer)."""
     if probe is None or not pools or placeholder not in record.placeholders:
         return None
-    from compile_checks.attribution import match_pool
+    from compile_checks.check.attribution import match_pool
 
     def pool_at(sig: tuple[Any, ...], name: str | None) -> str | None:
         ref = sig[record.placeholders[name]] if name in record.placeholders else None
@@ -158,7 +159,7 @@ def explanation_of(refusal: Refusal, record: GraphRecord, index: int, clone: Sur
     culprit = record.culprits.get(index)
     verified = record.verified.get(index, False)
     conflicts = [Conflict(r.node, r.op, r.user_line) for r in refusal.readers]
-    if refusal.cause == "shared_storage":
+    if refusal.cause == Cause.SHARED_STORAGE:
         other_pool = _pool_of(record, refusal.other_base, probe, pools, (refusal.placeholder, clone.pool))
         other = "/".join(refusal.other_args) or refusal.other_base or "another argument"
         other_desc = f"`{other}`" + (f" ({other_pool})" if other_pool else f" (graph input {refusal.other_base})")
@@ -166,16 +167,16 @@ def explanation_of(refusal: Refusal, record: GraphRecord, index: int, clone: Sur
             f"{me} shares one storage with {other_desc}; Inductor writes {other_desc} in place and must clone "
             f"the shared storage for {me} ({clone.nbytes} bytes)"
         )
-    elif refusal.cause == "read_after_write":
+    elif refusal.cause == Cause.READ_AFTER_WRITE:
         first = conflicts[0].describe() if conflicts else "a later node"
         reason = f"the old value of {me} is read after the write by {first} in the final order, so Inductor keeps a copy"
         if culprit:
             reason += f"; `{culprit}` moved that read below the write (it came before it in the graph the pass received)"
         else:
             reason += "; the read follows the write in the program itself"
-    elif refusal.cause == "output_alias":
+    elif refusal.cause == Cause.OUTPUT_ALIAS:
         reason = f"{me} is aliased by a graph output, so the caller would see the write: Inductor keeps a copy"
-    elif refusal.cause == "view_not_written_back":
+    elif refusal.cause == Cause.VIEW_NOT_WRITTEN_BACK:
         reason = f"{me}: {refusal.detail}"
     else:
         reason = f"{me}: {refusal.detail}"
@@ -207,10 +208,10 @@ def explain_clone(clone: SurvivingClone, records: list[GraphRecord], probe: Any 
     if found is None:
         logs = "; ".join(line for r in records if r.region == clone.region for line in r.inductor_log.values())
         return Explanation(
-            cause="other",
+            cause=Cause.OTHER,
             reason=f"no reinplace decision was recorded for `{clone.arg}` in region {clone.region}"
             + (f"; Inductor: {logs}" if logs else "; Inductor logged no reinplace decision for it"),
-            fix=FIXES["other"],
+            fix=FIXES[Cause.OTHER],
         )
     record, index = found
     return explanation_of(record.refusals[index], record, index, clone, probe, pools)
@@ -230,7 +231,7 @@ def explain_report(report: CloneReport, probe: Any, check: Any) -> CloneReport:
     report.other_clones = [explain(c) for c in report.other_clones]
     dump_dir = getattr(check, "dump_dir", None)
     if dump_dir is not None and (report.clones or report.other_clones):
-        from compile_checks.dumping import write_explained_graphs
+        from compile_checks.explain.dumps import write_explained_graphs
 
         report.clones, report.other_clones = write_explained_graphs(report, recorder.records, dump_dir, probe)
     return report

@@ -40,7 +40,7 @@ class CaseSource:
             return smoke_cases(self.names)
         if self.kind == BUILTIN:
             return builtin_cases(self.names, (self.pipeline or "stock",))
-        from compile_checks.targets import load_target
+        from compile_checks.gate.targets import load_target
 
         cases = load_target(self.spec, self.base_dir or None)
         if self.pipeline is None:
@@ -79,14 +79,14 @@ class GatePlan:
 def builtin_cases(names: Sequence[str] | None, pipelines: Sequence[str]) -> list[Case]:
     """The built-in scenarios as cases (``names`` empty: the default gate) under ``pipelines``.
 
-    The default gate under a vLLM pipeline also holds ``compile_checks.vllm_model``'s
+    The default gate under a vLLM pipeline also holds ``compile_checks.scenarios.vllm_module``'s
     ``@support_torch_compile`` module and its fused twin, compiled through vLLM's own wrapper.
     """
     from compile_checks.scenarios import builtin_cases as scenario_cases
 
     cases = scenario_cases(list(names) if names else None, pipelines=tuple(pipelines))
     if not names:
-        from compile_checks.vllm_model import vllm_module_cases
+        from compile_checks.scenarios.vllm_module import vllm_module_cases
 
         cases += [c for p in pipelines if p != "stock" for c in vllm_module_cases(pipeline=p)]
     return cases

@@ -1,0 +1,1 @@
+"""Pure FX-graph analyses of Inductor's post-grad graph: which copies of graph inputs survive."""

@@ -1,0 +1,80 @@
+"""A whole-buffer copy found in the final graph (:class:`CloneSite`), and the view-scatter ops
+whose ``src`` is written back whole. Shared by both finders (copies, aten_writes)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.fx
+
+from compile_checks.check.graph.geometry import StorageRef, TensorGeometry
+from compile_checks.vocab import CopyKind
+
+
+@dataclass(frozen=True)
+class CloneSite:
+    """A whole-buffer copy in the final graph that stands in for a mutated graph input.
+
+    ``view`` is the tensor the op writes: relative to the clone's storage for a
+    functionalization clone (``clone_source_offset`` is where the cloned buffer starts in the
+    input's storage; when the input itself was cloned, ``clone_is_input``, the runtime input's
+    own offset replaces it), in the input's own storage for an ATen write copy
+    (``view_in_input_storage``). ``written`` is the destination of the ``copy_`` epilogue
+    that writes the copy's new value back (None when there is none). Geometries may be
+    symbolic: :meth:`real_view` / ``resolve`` evaluate them for one call.
+    """
+
+    op: str
+    arg: str
+    clone_node: str
+    placeholder: str
+    placeholder_index: int
+    clone: TensorGeometry
+    view: TensorGeometry | None
+    clone_source_offset: int | None
+    clones_whole_input: bool
+    clone_is_input: bool = False
+    kind: CopyKind = CopyKind.FUNCTIONALIZATION_CLONE
+    written: tuple[TensorGeometry, ...] = ()
+    clone_source: TensorGeometry | None = None
+    view_in_input_storage: bool = False
+
+    def real_view(self, placeholder: StorageRef, bindings: dict) -> StorageRef | None:
+        """The written view mapped onto the placeholder's real storage for one call (None if unknown)."""
+        if self.view is None:
+            return None
+        view = self.view.resolve(bindings)
+        if self.view_in_input_storage:
+            offset = view.storage_offset
+        elif self.clone_is_input:
+            # the input itself was cloned: the clone's offset 0 is the input's offset
+            offset = placeholder.storage_offset + view.storage_offset
+        elif self.clone_source is not None:
+            offset = self.clone_source.resolve(bindings).storage_offset + view.storage_offset
+        else:
+            return None
+        return StorageRef(placeholder.data_ptr, offset, view.shape, view.stride, view.dtype)
+
+
+# functional forms of a write into a *view* of ``self`` (``self[0] = src``, ``self[a:b] = src``): their
+# ``src`` (argument 1) is written back whole. v1 ``auto_functionalized`` of a view of a graph input
+# writes the op's new value back this way: ``copy_(kv, select_scatter(kv, new_k, 0, 0))``.
+VIEW_SCATTER_OPS: frozenset[object] = frozenset(
+    getattr(torch.ops.aten, name)
+    for name in ("select_scatter", "slice_scatter", "as_strided_scatter", "diagonal_scatter")
+    if hasattr(torch.ops.aten, name)
+)
+
+
+def is_view_scatter(node: torch.fx.Node) -> bool:
+    """A call of one of :data:`VIEW_SCATTER_OPS` (any overload) whose ``self`` and ``src`` are nodes."""
+    return (
+        node.op == "call_function"
+        and getattr(node.target, "overloadpacket", None) in VIEW_SCATTER_OPS
+        and len(node.args) >= 2
+        and all(isinstance(a, torch.fx.Node) for a in node.args[:2])
+    )
+
+
+__all__ = ["VIEW_SCATTER_OPS", "CloneSite", "is_view_scatter"]

@@ -1,0 +1,62 @@
+"""The check's fixed vocabularies, as enums (torch-free: the CLI parses them before torch loads).
+
+``StrEnum`` members equal their strings, so JSON, JUnit and user code that compares with
+``"vllm"`` keep working; new code names the member.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Pipeline(StrEnum):
+    """How a case is compiled (see :mod:`compile_checks.pipelines`)."""
+
+    # torch.compile(backend=<the check's instrumented Inductor>), Inductor defaults
+    STOCK = "stock"
+    # as vLLM 0.33 compiles on this platform: its CompilationConfig's Inductor config, v1
+    # functionalization, @support_torch_compile modules through vLLM's own wrapper
+    VLLM = "vllm"
+    # a CPU simulation of vLLM's GPU path (VllmBackend graph splitting, PostGradPassManager)
+    VLLM_PIECEWISE = "vllm-piecewise"
+
+
+class Functionalization(StrEnum):
+    """Which ``auto_functionalized`` HOP AOT autograd emits for a mutating custom op."""
+
+    V1 = "v1"
+    V2 = "v2"
+
+
+class CopyKind(StrEnum):
+    """What kind of pool-sized copy survived into the final graph."""
+
+    # a custom op's mutated argument cloned by functionalization and copied back by the epilogue
+    FUNCTIONALIZATION_CLONE = "functionalization_clone"
+    # a plain ATen write (index_put, scatter, copy_, ...) left functional: copy in, write, copy back
+    ATEN_WRITE_COPY = "aten_write_copy"
+
+
+class Cause(StrEnum):
+    """Why Inductor's reinplace pass refused to write a buffer in place (compile_checks.explain)."""
+
+    SHARED_STORAGE = "shared_storage"
+    READ_AFTER_WRITE = "read_after_write"
+    VIEW_NOT_WRITTEN_BACK = "view_not_written_back"
+    VIEW_OF_INPUT_V1 = "view_of_input_v1"
+    OUTPUT_ALIAS = "output_alias"
+    OTHER = "other"
+
+
+class ErrorKind(StrEnum):
+    """Why a planned case did not reach a verdict (the gate's exit code follows it)."""
+
+    COMPILE = "compile"  # the case failed to compile or run under the check (exit 4)
+    UNWRITABLE = "unwritable"  # an output path (dumps) cannot be written (exit 3)
+
+
+PIPELINES: tuple[str, ...] = tuple(Pipeline)
+FUNCTIONALIZATIONS: tuple[str, ...] = tuple(Functionalization)
+CAUSES: tuple[str, ...] = tuple(Cause)
+
+__all__ = ["CAUSES", "FUNCTIONALIZATIONS", "PIPELINES", "Cause", "CopyKind", "ErrorKind", "Functionalization", "Pipeline"]
