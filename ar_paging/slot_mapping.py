@@ -30,7 +30,7 @@ def check_int(value: object, name: str, *, minimum: int | None = None) -> int:
             f"{name} must be a Python int (or a 0-d CPU tensor), got a tensor of shape {tuple(value.shape)}"
         )
     try:
-        result = operator.index(value)
+        result = operator.index(value)  # type: ignore[arg-type]  # an int-like: its TypeError is the check
     except TypeError as err:  # e.g. a float tensor
         raise ValueError(f"{name} must be an int, got {value!r}") from err
     if minimum is not None and result < minimum:
@@ -98,8 +98,8 @@ def compute_slot_mapping(
     pos = as_block_table(positions, "positions").cpu()
     if pos.numel() == 0:
         return torch.empty(0, dtype=torch.long)
-    lo, hi = torch.aminmax(pos)
-    lo, hi = int(lo), int(hi)
+    lo_t, hi_t = torch.aminmax(pos)
+    lo, hi = int(lo_t), int(hi_t)
     if lo < 0:
         raise ValueError(f"positions must be non-negative, got min {lo}")
     capacity = table.numel() * block_size

@@ -112,7 +112,7 @@ class _LogCapture(logging.Handler):
         self.lines: dict[str, str] = {}
 
     def emit(self, record: logging.LogRecord) -> None:
-        if isinstance(record.msg, str) and record.msg.startswith("Reinplace for") and len(record.args or ()) >= 2:  # type: ignore[arg-type]
+        if isinstance(record.msg, str) and record.msg.startswith("Reinplace for") and len(record.args or ()) >= 2:
             self.lines[str(record.args[1])] = record.getMessage()  # type: ignore[index]
 
 

@@ -20,7 +20,7 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.fx
@@ -111,7 +111,7 @@ class GraphFacts:
                 dst, src = node.args[0], node.args[1]
                 facts.copy_nodes[dst] = node  # reversed walk: the first copy_ wins
                 base = _root(src) if isinstance(src, torch.fx.Node) else src
-                spec = inductor_reinplace.inplaceable_ops.get(getattr(base, "target", None))
+                spec = inductor_reinplace.inplaceable_ops.get(getattr(base, "target", None))  # type: ignore[arg-type]
                 if base is not src and spec is not None:
                     for idx in spec.mutated_args:
                         m = base.args[idx]
@@ -157,7 +157,7 @@ def _overlaps(a: torch.fx.Node, b: torch.fx.Node) -> bool:
         return True
 
 
-def refusal_of(facts: GraphFacts, node: torch.fx.Node, mutated: Any) -> tuple[str, str, list[torch.fx.Node]] | None:
+def refusal_of(facts: GraphFacts, node: torch.fx.Node, mutated: Any) -> tuple[Cause, str, list[torch.fx.Node]] | None:
     """Inductor's ``can_inplace(node, mutated)`` as ``(cause, detail, evidence nodes)``; None: may inplace."""
     if isinstance(mutated, (list, tuple)):
         # two tensors of one list argument alias each other: Inductor clones rather than write one twice
@@ -194,7 +194,7 @@ def refusal_of(facts: GraphFacts, node: torch.fx.Node, mutated: Any) -> tuple[st
             return Cause.VIEW_NOT_WRITTEN_BACK, (
                 f"`{mutated.name}` is a view of graph input `{base.name}` that no copy_ writes back from this op"
             ), [base]
-        dst, src = copy_node.args[0], copy_node.args[1]
+        dst, src = cast(torch.fx.Node, copy_node.args[0]), cast(torch.fx.Node, copy_node.args[1])  # copy_(dst, src)
         if not inductor_reinplace._is_layout_preserving_view_copy_back(dst, src, mutated, node):
             return Cause.VIEW_NOT_WRITTEN_BACK, (
                 f"`{mutated.name}` is a view of `{dst.name}` whose write-back does not preserve its layout"
@@ -216,7 +216,7 @@ def _v1_view_detail(mutated: torch.fx.Node, base: torch.fx.Node, input_copy: tor
 
 
 def _later_uses(facts: GraphFacts, node: torch.fx.Node, views: list[torch.fx.Node], copy_node: torch.fx.Node | None,
-                mutated: torch.fx.Node) -> tuple[str, str, list[torch.fx.Node]] | None:
+                mutated: torch.fx.Node) -> tuple[Cause, str, list[torch.fx.Node]] | None:
     users = facts.uses_after(node, views, copy_node, mutated)
     if not users:
         return None
@@ -237,13 +237,13 @@ def _candidates(node: torch.fx.Node) -> list[tuple[tuple[str, ...], Any, Any]]:
             m = re.fullmatch(r"_(.+)_base_index(?:_\d+)?", k)
             if m and isinstance(v, int):
                 names[v].append(m.group(1))
-        return [(tuple(names.get(i, [f"base{i}"])), b, i) for i, b in enumerate(bases)]
+        return [(tuple(names.get(i, [f"base{i}"])), b, i) for i, b in enumerate(bases)]  # type: ignore[arg-type]
     if node.target is _AF_V1:
         from torch._higher_order_ops.auto_functionalize import get_mutable_args
 
-        mutable, _ = get_mutable_args(node.args[0])
+        mutable, _ = get_mutable_args(cast(torch._ops.OpOverload, node.args[0]))  # the HOP's first arg is the op
         return [((a,), node.kwargs[a], a) for a in mutable if node.kwargs.get(a) is not None]
-    spec = inductor_reinplace.inplaceable_ops.get(node.target)
+    spec = inductor_reinplace.inplaceable_ops.get(node.target)  # type: ignore[arg-type]
     if spec is None:
         return []
     schema = node.target._schema  # type: ignore[union-attr]
@@ -289,7 +289,7 @@ def explain_refusals(graph: torch.fx.Graph) -> list[Refusal]:
                 # place twice by one call, so the second argument on that storage is cloned (and not even
                 # counted as a missed opportunity)
                 other = next(m for n, m, _ in _candidates(node) if n == earlier)
-                verdict: tuple[str, str, list[torch.fx.Node]] | None = (
+                verdict: tuple[Cause, str, list[torch.fx.Node]] | None = (
                     Cause.SHARED_STORAGE,
                     f"`{'/'.join(names)}` shares one storage with `{'/'.join(earlier)}`, written in place first",
                     [other] if isinstance(other, torch.fx.Node) else list(other),
@@ -318,13 +318,13 @@ def reconcile(replayed: list[Refusal], graph_after: torch.fx.Graph, inductor_log
         node = nodes[key[0]]
         is_hop = node.target in (_AF_V1, _AF_V2)
         mutated = next(m for n, m, _ in _candidates(node) if n == key[1])
-        verdict = (Cause.OTHER, "Inductor cloned it, though none of the replayed reinplace rules refuses it", [])
+        verdict: tuple[Cause, str, list[torch.fx.Node]] = (Cause.OTHER, "Inductor cloned it, though none of the replayed reinplace rules refuses it", [])
         out.append(_refusal(node, op_label(node.args[0] if is_hop else node.target), key[1], mutated, verdict, log.get(node.name)))
     return out
 
 
 def _refusal(node: torch.fx.Node, op: str, names: tuple[str, ...], mutated: Any,
-             verdict: tuple[str, str, list[torch.fx.Node]], log_line: str | None) -> Refusal:
+             verdict: tuple[Cause, str, list[torch.fx.Node]], log_line: str | None) -> Refusal:
     cause, detail, evidence = verdict
     base = mutated if isinstance(mutated, torch.fx.Node) else mutated[0]
     root = _root(base)

@@ -20,7 +20,7 @@ import torch.fx
 
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)\s*$')
 
-_TORCH_DIR = str(Path(__import__("torch").__file__).resolve().parent)
+_TORCH_DIR = str(Path(torch.__file__ or "").resolve().parent)
 _CHECKER_DIR = str(Path(__file__).resolve().parent.parent)  # the compile_checks package
 # the compile_checks folder that holds *example user code* (the built-in scenarios and the vLLM
 # @support_torch_compile example module), not machinery

@@ -48,6 +48,13 @@ def _support_torch_compile(cls: type) -> type:
 
 
 class _PagedCommitLayer(torch.nn.Module):
+    k_cache: torch.Tensor
+    v_cache: torch.Tensor
+    wq: torch.Tensor
+    wk: torch.Tensor
+    wv: torch.Tensor
+    wo: torch.Tensor
+
     """Project a chunk to Q/K/V, commit K/V into the paged pools, attend, project out."""
 
     def __init__(self, *, k_cache: torch.Tensor, v_cache: torch.Tensor, seed: int = 0, **_: Any) -> None:
@@ -72,17 +79,17 @@ class _PagedCommitLayer(torch.nn.Module):
         return x + attn.reshape(n, heads * dim) @ self.wo
 
 
-_DECORATED: list[type] = []
+_DECORATED: list[type[_PagedCommitLayer]] = []
 
 
-def paged_commit_layer_cls() -> type:
+def paged_commit_layer_cls() -> type[_PagedCommitLayer]:
     """``_PagedCommitLayer`` decorated with vLLM's ``@support_torch_compile`` (built once)."""
     if not _DECORATED:
         _DECORATED.append(_support_torch_compile(type("PagedCommitLayer", (_PagedCommitLayer,), {})))
     return _DECORATED[0]
 
 
-def build_layer(k_cache: torch.Tensor, v_cache: torch.Tensor, *, seed: int = 0) -> torch.nn.Module:
+def build_layer(k_cache: torch.Tensor, v_cache: torch.Tensor, *, seed: int = 0) -> _PagedCommitLayer:
     """A ``PagedCommitLayer`` built under vLLM's CPU config (backend: the check's resolver)."""
     from compile_checks.pipelines.vllm import make_vllm_config, vllm_compile_context
 
@@ -91,7 +98,7 @@ def build_layer(k_cache: torch.Tensor, v_cache: torch.Tensor, *, seed: int = 0) 
         return paged_commit_layer_cls()(k_cache=k_cache, v_cache=v_cache, seed=seed)
 
 
-def _reference(layer: torch.nn.Module, x: torch.Tensor, slots: torch.Tensor) -> tuple[torch.Tensor, ...]:
+def _reference(layer: _PagedCommitLayer, x: torch.Tensor, slots: torch.Tensor) -> tuple[torch.Tensor, ...]:
     """Eager forward on copies of the pools: (output, k_pool, v_pool) the compiled run must match."""
     k, v = layer.k_cache.clone(), layer.v_cache.clone()
     heads, dim = k.shape[1], k.shape[2]
