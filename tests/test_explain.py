@@ -64,7 +64,10 @@ def test_to_dict_is_json_and_rides_on_the_clone() -> None:
         "cause": "read_after_write",
         "reason": RAW.reason,
         "user_line": "engine/model.py:42",
-        "conflicting": [{"node": "index", "op": "aten::index", "user_line": "ar_paging/read_path.py:59"}],
+        "wrapper_line": None,
+        "conflicting": [
+            {"node": "index", "op": "aten::index", "user_line": "ar_paging/read_path.py:59", "wrapper_line": None}
+        ],
         "culprit_pass": "reorder_for_locality",
         "culprit_verified": True,
         "fix": "commit before the window gather",

@@ -260,7 +260,8 @@ def render_explanation(c: SurvivingClone, root: Path) -> list[str]:
         f"### why `{c.arg}` ({c.pool or 'unnamed input'}) is cloned: {e.cause}",
         "",
         f"- why: {e.reason}",
-        f"- mutating call: {_source_link(e.user_line, root)}",
+        f"- mutating call: {_source_link(e.user_line, root)}"
+        + (f" (through {_source_link(e.wrapper_line, root)})" if e.wrapper_line else ""),
     ]
     lines += [f"- conflicting read: `{x.node}` ({x.op}) at {_source_link(x.user_line, root)}" for x in e.conflicting]
     if e.culprit_pass:

@@ -31,7 +31,7 @@ CUSTOM_PASS_FIX = (
 )
 FIXES: dict[str, str] = {
     Cause.SHARED_STORAGE: (
-        "allocate K and V as separate tensors (`ar_paging.allocate_kv_pool_with_views`); or pass the one `(2, ...)` "
+        "allocate K and V as separate tensors (for example `ar_paging.allocate_kv_pool_with_views`); or pass the one `(2, ...)` "
         "allocation whole and take `kv[0]` / `kv[1]` inside the compiled region (vLLM: hand the attention layer its "
         "`kv_cache` tensor whole, not pre-split views of it); the whole-tensor form needs auto_functionalized_v2 "
         "(under v1 Inductor clones views of an input: see `view_of_input_v1`)"
@@ -42,7 +42,7 @@ FIXES: dict[str, str] = {
     ),
     Cause.VIEW_NOT_WRITTEN_BACK: "pass the pool to the compiled region as a whole tensor it writes, not a view derived inside it",
     Cause.VIEW_OF_INPUT_V1: (
-        "pass K and V to the compiled region as separate tensors (`ar_paging.allocate_kv_pool_with_views`), or "
+        "pass K and V to the compiled region as separate tensors (for example `ar_paging.allocate_kv_pool_with_views`), or "
         "functionalize with auto_functionalized_v2: torch `torch._inductor.config.enable_auto_functionalized_v2 = True` "
         "(the default); vLLM 0.33 sets it False for every compile, override with "
         "`CompilationConfig(inductor_compile_config={'enable_auto_functionalized_v2': True})` (vLLM's own fusion "
@@ -60,11 +60,13 @@ class Conflict:
     node: str
     op: str
     user_line: str | None = None
+    wrapper_line: str | None = None  # the library function the read went through, if any
 
     def describe(self) -> str:
         if self.op == "output":
             return "the graph's output (it returns the buffer)"
         where = f" at {self.user_line}" if self.user_line else ""
+        where += f" (through {self.wrapper_line})" if self.wrapper_line else ""
         return f"`{self.node}` ({self.op}){where}"
 
 
@@ -74,7 +76,8 @@ class Explanation:
 
     cause: Cause
     reason: str
-    user_line: str | None = None  # "file.py:123" of the mutating call
+    user_line: str | None = None  # "file.py:123" of the mutating call (the model's line)
+    wrapper_line: str | None = None  # the library wrapper the call went through (innermost frame)
     conflicting: list[Conflict] = field(default_factory=list)
     culprit_pass: str | None = None
     culprit_verified: bool = False
@@ -91,7 +94,8 @@ class Explanation:
         """One line: cause, reason, source line, culprit, fix."""
         parts = [f"{self.cause}: {self.reason}"]
         if self.user_line:
-            parts.append(f"written at {self.user_line}")
+            through = f" (through {self.wrapper_line})" if self.wrapper_line else ""
+            parts.append(f"written at {self.user_line}{through}")
         if self.culprit_pass:
             parts.append(f"caused by {self.culprit_pass}" + (" (verified)" if self.culprit_verified else " (not verified)"))
         parts.append(f"fix: {self.fix}")
@@ -99,7 +103,8 @@ class Explanation:
 
     def lines(self) -> list[str]:
         out = [f"why: {self.cause}: {self.reason}"]
-        out.append(f"mutating call: {self.user_line or '(no user stack trace on the node)'}")
+        through = f" (through {self.wrapper_line})" if self.wrapper_line else ""
+        out.append(f"mutating call: {self.user_line or '(no user stack trace on the node)'}{through}")
         out += [f"conflicting read: {c.describe()}" for c in self.conflicting]
         if self.culprit_pass:
             proof = (
@@ -158,7 +163,7 @@ def explanation_of(refusal: Refusal, record: GraphRecord, index: int, clone: Sur
     me = f"`{arg}`" + (f" ({clone.pool})" if clone.pool else f" ({where})")
     culprit = record.culprits.get(index)
     verified = record.verified.get(index, False)
-    conflicts = [Conflict(r.node, r.op, r.user_line) for r in refusal.readers]
+    conflicts = [Conflict(r.node, r.op, r.user_line, r.wrapper_line) for r in refusal.readers]
     if refusal.cause == Cause.SHARED_STORAGE:
         other_pool = _pool_of(record, refusal.other_base, probe, pools, (refusal.placeholder, clone.pool))
         other = "/".join(refusal.other_args) or refusal.other_base or "another argument"
@@ -181,7 +186,7 @@ def explanation_of(refusal: Refusal, record: GraphRecord, index: int, clone: Sur
     else:
         reason = f"{me}: {refusal.detail}"
     return Explanation(
-        cause=refusal.cause, reason=reason, user_line=refusal.user_line, conflicting=conflicts,
+        cause=refusal.cause, reason=reason, user_line=refusal.user_line, wrapper_line=refusal.wrapper_line, conflicting=conflicts,
         culprit_pass=culprit, culprit_verified=verified, fix=fix_for(refusal.cause, culprit), write_node=refusal.node,
     )
 

@@ -27,7 +27,7 @@ import torch.fx
 from torch._inductor.fx_passes import reinplace as inductor_reinplace
 from torch._inductor.fx_utils import get_node_storage
 
-from compile_checks.explain.user_source import user_line
+from compile_checks.explain.user_source import user_line, wrapper_line
 from compile_checks.vocab import Cause
 
 
@@ -43,6 +43,7 @@ class Reader:
     node: str
     op: str
     user_line: str | None = None
+    wrapper_line: str | None = None  # the library function it read through (``gather_window``), if any
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,7 @@ class Refusal:
     placeholder: str | None  # the graph input under ``base`` (through views), if any
     detail: str  # the rule, in words
     user_line: str | None = None  # the user's line of the mutating call
+    wrapper_line: str | None = None  # the library wrapper it went through (innermost), if any
     other_args: tuple[str, ...] = ()  # shared_storage: the argument already written in place
     other_base: str | None = None
     readers: tuple[Reader, ...] = ()  # read_after_write / output_alias
@@ -335,12 +337,13 @@ def _refusal(node: torch.fx.Node, op: str, names: tuple[str, ...], mutated: Any,
         other_base = evidence[0].name
         other_args = _arg_names_of(node, evidence[0])
     elif cause in (Cause.READ_AFTER_WRITE, Cause.OUTPUT_ALIAS):
-        readers = tuple(Reader(e.name, _reader_op(e), user_line(e)) for e in evidence)
+        readers = tuple(Reader(e.name, _reader_op(e), user_line(e), wrapper_line(e)) for e in evidence)
     if cause == Cause.OTHER and log_line:
         detail = f"{detail}; Inductor: {log_line}"
     return Refusal(
         cause=cause, node=node.name, op=op, args=names, base=base.name,
         placeholder=root.name if root.op in _PLACEHOLDERS else None, detail=detail, user_line=user_line(node),
+        wrapper_line=wrapper_line(node),
         other_args=other_args, other_base=other_base, readers=readers, inductor_log=log_line,
     )
 

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import os
 import re
+import site
 import sys
+import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,6 +61,25 @@ def parse_stack_trace(stack_trace: str | None) -> list[Frame]:
     return frames
 
 
+# installed code (site-packages, the standard library) and this project's own engine library: a
+# frame there is an op's wrapper, not the model line the user wants named
+_INSTALLED_DIRS = tuple(
+    str(Path(p).resolve())
+    for p in {*(sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")),
+              *site.getsitepackages(), site.getusersitepackages()}
+    if p and Path(p).is_dir()
+)
+_WRAPPER_PACKAGES = ("ar_paging", "vllm", "vllm_omni")
+
+
+def is_wrapper_frame(frame: Frame) -> bool:
+    """A user-visible frame that is library code (an installed package or ``ar_paging``), not the model."""
+    path = str(Path(frame.file).resolve()) if os.path.isabs(frame.file) else frame.file
+    if path.startswith(tuple(d + os.sep for d in _INSTALLED_DIRS)):
+        return True
+    return any(f"{os.sep}{pkg}{os.sep}" in path or path.startswith(pkg + os.sep) for pkg in _WRAPPER_PACKAGES)
+
+
 def is_library_frame(frame: Frame) -> bool:
     """A frame inside PyTorch or inside this checker's machinery (not the code under check)."""
     path = str(Path(frame.file).resolve()) if os.path.isabs(frame.file) else frame.file
@@ -83,9 +104,24 @@ def user_frame(node: torch.fx.Node) -> Frame | None:
 
 
 def user_line(node: torch.fx.Node) -> str | None:
-    """``"file.py:LINE"`` of the user code that made ``node``, None without a stack trace."""
-    frame = user_frame(node)
+    """``"file.py:LINE"`` of the user's model code that made ``node``, None without a stack trace.
+
+    The innermost frame outside torch, this checker and library wrappers (:func:`is_wrapper_frame`):
+    ``model.py:79`` rather than the op wrapper in site-packages it called. When every frame is a
+    wrapper, the innermost one.
+    """
+    frames = user_frames(node)
+    model = [f for f in frames if not is_wrapper_frame(f)]
+    frame = (model or frames or [None])[0]
     return frame.location if frame is not None else None
+
+
+def wrapper_line(node: torch.fx.Node) -> str | None:
+    """The innermost library-wrapper frame below the model line (``ar_paging/read_path.py:58``), if any."""
+    frames = user_frames(node)
+    model = [i for i, f in enumerate(frames) if not is_wrapper_frame(f)]
+    inner = frames[: model[0]] if model else []
+    return inner[0].location if inner else None
 
 
 def short_path(path: str) -> str:
@@ -125,4 +161,5 @@ __all__ = [
     "user_frame",
     "user_frames",
     "user_line",
+    "wrapper_line",
 ]
