@@ -112,8 +112,8 @@ def user_line(node: torch.fx.Node) -> str | None:
     """
     frames = user_frames(node)
     model = [f for f in frames if not is_wrapper_frame(f)]
-    frame = (model or frames or [None])[0]
-    return frame.location if frame is not None else None
+    chosen = model or frames
+    return chosen[0].location if chosen else None
 
 
 def wrapper_line(node: torch.fx.Node) -> str | None:
