@@ -119,7 +119,7 @@ def test_list_into_a_closed_pipe_exits_0() -> None:
 
 def test_report_without_the_reports_package_exits_2(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     # the import fails as if not installed (whether or not an earlier test in this worker imported it)
-    for name in ("compile_checks.reports", "compile_checks.reports.cli"):
+    for name in ("compile_checks.reports", "compile_checks.reports.command"):
         monkeypatch.setitem(sys.modules, name, None)
     assert main(["report", "--help"]) == 2
     assert "compile_checks.reports" in capsys.readouterr().err
