@@ -200,7 +200,7 @@ def _report(args: argparse.Namespace) -> int:
     if any(getattr(args, _dest(f, kw)) is not None for f, kw in _RUN_OPTIONS):
         raise UsageError("report takes its own options after the subcommand: compile-checks report --help")
     mode = resolve_mode(args.report_full, args.report_analysis_only, Mode.ANALYSIS_ONLY)
-    # here, not at the top: --help and usage errors stay torch-free, and main() answers when the room is missing
+    # here, not at the top: --help and usage errors stay torch-free (and a missing room is answered)
     from compile_checks.reports.command import ReportRequest, run_report
 
     fields = {k.removeprefix("report_"): v for k, v in vars(args).items() if k.startswith("report_")}
