@@ -24,6 +24,9 @@ def test_default_gate_decides_verdicts_analysis_only_plus_a_codegen_smoke() -> N
     full = plan_builtin([], [], mode=Mode.FULL)
     assert all(not p.analysis_only and not p.codegen_smoke for p in full.cases)
     assert {p.label for p in full.cases} == {p.label for p in verdicts}
+    bare = plan_builtin([], [], mode=Mode.ANALYSIS_ONLY)  # --analysis-only: the same verdicts, no smoke
+    assert all(p.analysis_only and not p.codegen_smoke for p in bare.cases)
+    assert [p.label for p in bare.cases] == [p.label for p in verdicts]
 
 
 def test_pipelines_retarget_every_user_case(tmp_path: Path) -> None:

@@ -93,6 +93,7 @@ def run_gate(args: argparse.Namespace, command: str, mode: Mode, config: GateCon
     if not gate_plan.cases:
         raise UsageError("nothing to check: the targets/scenarios name no cases")
     junit = Path(args.junitxml) if args.junitxml else (config.junitxml if config else None)
+    dump_root: Path | None
     if command == "dump":
         dump_root = Path(args.out)
     else:

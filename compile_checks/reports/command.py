@@ -19,9 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tqdm import tqdm
+
 from compile_checks.errors import UnwritableOutput, UsageError
 from compile_checks.gate.config import ConfigError, load_config
 from compile_checks.gate.outdir import writable_dir_problem
+from compile_checks.gate.targets import TargetError, load_targets
+from compile_checks.pipelines.vllm_env import prepare_process_for_vllm
 from compile_checks.reports import run as report_run
 from compile_checks.reports.builtin import (
     default_scenario_names,
@@ -86,9 +90,6 @@ def missing_dependencies() -> list[str]:
 
 
 def _load_cases(req: ReportRequest) -> list[Any]:
-    from compile_checks.gate.targets import TargetError, load_targets
-    from compile_checks.pipelines.vllm_env import prepare_process_for_vllm
-
     prepare_process_for_vllm()  # before a target or the scenarios can import vLLM (CPU-only host: CPU platform)
     found = (list(req.targets), Path.cwd()) if req.targets else (None if req.scenarios else pyproject_targets(Path.cwd()))
     if not found:
@@ -164,9 +165,7 @@ def _dump_dir(req: ReportRequest, name: str) -> str | None:
 
 def _tables(req: ReportRequest, scenarios: list[Any], cases: list[Any], video_chunks: int) -> tuple[Any, Any]:
     """Run every case (built-in, then the user's) and build the row and node tables."""
-    # here, not at the top: tqdm and pandas are the report extra's (checked in run_report)
-    from tqdm import tqdm
-
+    # here, not at the top: pandas, the report extra's (checked first, in run_report)
     from compile_checks.reports import traffic as tr
 
     builtin, targets = [], []
@@ -192,10 +191,9 @@ def _tables(req: ReportRequest, scenarios: list[Any], cases: list[Any], video_ch
 
 
 def _finish(req: ReportRequest, got: dict[str, Any], df: Any, nodes: Any, started: float) -> ExitCode:
-    from compile_checks.reports import (
-        baseline as bl,  # pandas: the report extra's (checked in run_report)
-    )
-    from compile_checks.reports.outputs import write_outputs  # the same
+    # here, not at the top: both import pandas, the report extra's (checked first, in run_report)
+    from compile_checks.reports import baseline as bl
+    from compile_checks.reports.outputs import write_outputs
 
     assert req.out is not None
     entries = {str(r["scenario"]): bl.BaselineEntry(int(r["surviving_clones"]), float(r["extra_bytes_per_step"]))
