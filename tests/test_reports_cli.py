@@ -252,3 +252,24 @@ def test_missing_report_extra_exits_2_with_the_install_line(monkeypatch, tmp_pat
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "tabulate" else real(name, *a))
     assert report(["--out", str(tmp_path)]) == 2
     assert "compile-checks[reports]" in capsys.readouterr().err
+
+
+def test_user_cases_run_through_run_case_in_the_resolved_mode(monkeypatch, tmp_path) -> None:
+    """The report's one run path is the gate's run_case (no compile here: run_case is a recording fake)."""
+    from compile_checks.case import CaseResult
+
+    seen: list[tuple[str, bool]] = []
+
+    def fake_run_case(case, *, analysis_only=False, dump_dir=None):  # type: ignore[no-untyped-def]
+        seen.append((case.name, analysis_only))
+        output = case.driver(lambda *args, **kwargs: None)  # the report's counting driver: one call
+        return CaseResult(case=case, report=CloneReport(num_regions=1, region_calls={0: 1}), output=output,
+                          analysis_only=analysis_only)
+
+    monkeypatch.setattr(report_run, "run_case", fake_run_case)
+    cases = str(ROOT / "tests" / "report_cases" / "paged_step.py") + ":cases"
+    assert report(["--out", str(tmp_path / "a"), "--no-progress", "--target", cases]) == 0
+    assert report(["--out", str(tmp_path / "b"), "--no-progress", "--target", cases, "--full"]) == 0
+    assert seen == [("my_split", True), ("my_fused", True), ("my_split", False), ("my_fused", False)]
+    df = pd.read_csv(tmp_path / "b" / "traffic.csv")
+    assert list(df["scenario"]) == ["my_split", "my_fused"] and list(df["num_steps"]) == [1, 1]
