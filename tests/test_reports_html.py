@@ -6,10 +6,10 @@ from html.parser import HTMLParser
 
 import pandas as pd
 import pytest
+from test_reports_traffic import FakeResult, FakeScenario, _clone, _report
 
 from compile_checks.reports.html_page import STATUS_COLOURS, html_report
 from compile_checks.reports.traffic import traffic_row, traffic_table
-from test_reports_traffic import FakeResult, FakeScenario, _clone, _report
 
 MIB = 1 << 20
 

@@ -15,13 +15,13 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import NullFormatter  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.ticker import NullFormatter
 
-from compile_checks.reports.traffic import MIB  # noqa: E402
 from compile_checks.errors import CompileChecksError
+from compile_checks.reports.traffic import MIB
 
 
 def _size_ticks(ax, pool_bytes: pd.Series) -> None:  # type: ignore[no-untyped-def]
