@@ -1,57 +1,96 @@
 """``compile-checks`` / ``python -m compile_checks``: gate cases for pool clones, exit with a meaning.
 
-Subcommands: ``gate [TARGET...]`` (the default), ``list``, ``dump``, ``report``. Options work
-before or after the subcommand (``compile-checks --json gate`` == ``compile-checks gate --json``).
-``--help`` and usage errors answer without importing torch.
+One parser, four subcommands: ``gate [TARGET...]`` (the default), ``list``, ``dump``, ``report``.
+The gate's options work before or after the subcommand (``compile-checks --json gate`` ==
+``compile-checks gate --json``); the report's options follow ``report``. ``--help`` and usage
+errors answer without importing torch.
 
-Exit codes (the README has the same table):
-    0  every case met its expectation (clean cases clean, negative controls still cloning)
-    1  some case did not (a surviving clone, or a negative control that stopped cloning)
-    2  usage error, unknown scenario, bad target, bad ``[tool.compile_checks]`` table
-    3  an output path (``--junitxml``, ``--dump-dir``, ``--out``) cannot be written
-    4  a case failed to compile (or the check itself failed); one line per case says why
-    5  every verdict met, but a compiled run differs from its eager reference
-When several apply, the first in the order 3, 4, 1, 5 wins.
+The mode (:class:`~compile_checks.vocab.Mode`) is resolved here, once, from ``--full`` /
+``--analysis-only`` (and ``[tool.compile_checks] full``): ``analysis`` (the gate's default:
+analysis-only verdicts plus the built-in codegen smoke), ``analysis-only`` (no codegen at all; the
+report's default, as the report has no smoke), ``full`` (every case compiled fully; ``dump`` always).
+``--full`` with ``--analysis-only`` is a usage error, on ``gate`` and ``report`` alike.
+
+Exit codes, every subcommand (the README has the same table; :class:`~compile_checks.vocab.ExitCode`):
+    0    every case met its expectation (clean cases clean, negative controls still cloning);
+         report: written, and nothing grew against ``--baseline``
+    1    some case did not (a surviving clone, or a negative control that stopped cloning);
+         report: a case's clones or extra bytes grew against ``--baseline``
+    2    usage error: bad option, unknown scenario, bad target, bad ``[tool.compile_checks]`` table,
+         report: unreadable or invalid baseline / bench CSV, the report extra not installed
+    3    an output path (``--junitxml``, ``--dump-dir``, ``--out``, ``--write-baseline``) cannot be written
+    4    a case failed to compile (or the check itself failed); one line per case says why
+    5    every verdict met, but a compiled run differs from its eager reference
+    130  interrupted (Ctrl-C)
+When several apply, the first in the order 3, 4, 1, 5 wins. Usage and output problems are found
+before anything compiles.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from compile_checks.vocab import PIPELINES, ErrorKind
 from compile_checks.errors import UnwritableOutput, UsageError
 from compile_checks.gate.config import ConfigError, GateConfig, load_config
+from compile_checks.vocab import PIPELINES, ExitCode, Mode
 
-EXIT_CLEAN = 0
-EXIT_CLONES = 1
-EXIT_USAGE = 2
-EXIT_UNWRITABLE = 3
-EXIT_COMPILE = 4
-EXIT_MISMATCH = 5
+Option = tuple[tuple[str, ...], dict[str, Any]]
 
 
-# options accepted both before and after the subcommand: (flags, argparse kwargs); default None
-_RUN_OPTIONS: list[tuple[tuple[str, ...], dict[str, Any]]] = [
-    (("--json",), dict(action="store_const", const=True, help="machine-readable output on stdout (schema_version 1)")),
-    (("--no-progress",), dict(action="store_const", const=True, help="no progress bar on stderr")),
-    (("--config",), dict(metavar="PYPROJECT", help="read [tool.compile_checks] from this file (default ./pyproject.toml)")),
-    (("--scenario",), dict(action="append", metavar="NAME", help="built-in scenario(s) instead of the built-in gate")),
-    (("--pipeline",), dict(action="append", choices=PIPELINES, help="run every case under this pipeline (repeatable)")),
-    (("--full",), dict(action="store_const", const=True, help="compile every case fully (default: analysis-only verdicts)")),
-    (("--analysis-only",), dict(action="store_const", const=True, help="no full compile at all (drops the codegen smoke)")),
-    (("--junitxml",), dict(metavar="PATH", help="write a JUnit XML report (one testcase per case)")),
-    (("--dump-dir", "--dump"), dict(dest="dump_dir", metavar="DIR", help="depyf dumps + index.md per case under DIR")),
-    (("--jobs", "-j"), dict(type=int, metavar="N", help="run cases in N spawned processes (default: 2 on 2+ cores for 8+ cases, else 1)")),
-    (("--timings",), dict(action="store_const", const=True, help="per-phase compile times per case")),
+def _o(*flags: str, **kw: Any) -> Option:
+    return flags, kw
+
+
+_FLAG: dict[str, Any] = {"action": "store_const", "const": True}  # the gate's flags: None when not given
+
+# the gate's options, accepted both before and after the subcommand; default None
+_RUN_OPTIONS: list[Option] = [
+    _o("--json", **_FLAG, help="machine-readable output on stdout (schema_version 1)"),
+    _o("--no-progress", **_FLAG, help="no progress bar on stderr"),
+    _o("--config", metavar="PYPROJECT",
+       help="read [tool.compile_checks] from this file (default ./pyproject.toml)"),
+    _o("--scenario", action="append", metavar="NAME", help="built-in scenario(s) instead of the built-in gate"),
+    _o("--pipeline", action="append", choices=PIPELINES,
+       help="run every case under this pipeline (repeatable)"),
+    _o("--full", **_FLAG, help="compile every case fully (default: analysis-only verdicts)"),
+    _o("--analysis-only", **_FLAG, help="no full compile at all (drops the codegen smoke)"),
+    _o("--junitxml", metavar="PATH", help="write a JUnit XML report (one testcase per case)"),
+    _o("--dump-dir", "--dump", dest="dump_dir", metavar="DIR",
+       help="depyf dumps + index.md per case under DIR"),
+    _o("--jobs", "-j", type=int, metavar="N",
+       help="run cases in N spawned processes (default: 2 on 2+ cores for 8+ cases, else 1)"),
+    _o("--timings", **_FLAG, help="per-phase compile times per case"),
 ]
 _APPENDS = {"scenario", "pipeline"}
 _NOT_FOR_LIST = {"pipeline", "full", "analysis_only", "junitxml", "dump_dir", "jobs", "timings"}
+
+# the report's options (after ``report`` only); dest = "report_" + the ReportRequest field
+_REPORT_OPTIONS: list[Option] = [
+    _o("--out", type=Path, metavar="DIR", help="output directory (created if missing); required unless --list"),
+    _o("--target", dest="targets", action="append", metavar="TARGET",
+       help="your cases: path/to/file.py:NAME or package.module:NAME (repeatable)"),
+    _o("--scenario", dest="scenarios", action="append", metavar="NAME",
+       help="built-in scenario (repeatable); default without targets: the traffic set"),
+    _o("--baseline", type=Path, metavar="JSON", help="baseline JSON to compare against; exit 1 on growth"),
+    _o("--write-baseline", type=Path, metavar="FILE", help="write this run as a baseline JSON"),
+    _o("--video-chunks", type=int, metavar="N", help="video length in chunks (default 60)"),
+    _o("--bench", type=Path, metavar="CSV", help="reports/bench.py CSV: adds its timing panel"),
+    _o("--measure", action="store_true",
+       help="also compile fully and time each case (ms_per_step, interleaved medians)"),
+    _o("--rounds", type=int, metavar="N", help="--measure: interleaved rounds (default 7)"),
+    _o("--full", action="store_true",
+       help="compile fully (C++ codegen) for the verdicts; adds Inductor's kernel-byte estimate"),
+    _o("--analysis-only", action="store_true",
+       help="verdicts from the post-grad graph, no codegen (the default)"),
+    _o("--dumps", action="store_true", help="keep the graph dumps under OUT/dumps/NAME"),
+    _o("--no-progress", action="store_true", help="no progress bar"),
+    _o("--list", dest="list_scenarios", action="store_true",
+       help="list the built-in scenario names (default set marked)"),
+]
 
 
 def _dest(flags: tuple[str, ...], kw: dict[str, Any]) -> str:
@@ -71,7 +110,8 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="compile-checks",
         description="Check that Inductor re-inplaces your engine's paged-KV writes (no pool-sized clones).",
-        epilog="Exit codes: 0 all met, 1 not met, 2 usage, 3 unwritable output, 4 compile error, 5 compiled != eager.",
+        epilog="Exit codes: 0 all met, 1 not met, 2 usage, 3 unwritable output, 4 compile error, "
+        "5 compiled != eager, 130 interrupted.",
     )
     _add_run_options(p, "")
     sub = p.add_subparsers(dest="command", metavar="{gate,list,dump,report}")
@@ -86,8 +126,15 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("targets", nargs="*", metavar="TARGET", help=target_help)
     d.add_argument("--out", required=True, metavar="DIR")
     _add_run_options(d, "sub_")
-    r = sub.add_parser("report", help="traffic report (compile_checks.reports); arguments are passed through", add_help=False)
-    r.add_argument("report_args", nargs=argparse.REMAINDER)
+    r = sub.add_parser(
+        "report", help="traffic report: extra bytes of surviving copies against the ideal, per case",
+        description="Writes traffic.csv / traffic_nodes.csv / traffic.md / traffic.html / traffic.png for your "
+        "cases (--target, else [tool.compile_checks] targets of ./pyproject.toml) or the built-in scenarios "
+        "(--scenario, or when there are no targets). Every case runs through run_case, as in the gate.",
+    )
+    for flags, kw in _REPORT_OPTIONS:
+        default = False if kw.get("action") == "store_true" else None
+        r.add_argument(*flags, **dict(kw, dest="report_" + _dest(flags, kw), default=default))
     return p
 
 
@@ -103,30 +150,16 @@ def _merge(args: argparse.Namespace) -> argparse.Namespace:
     return args
 
 
-# ---- safe output ----------------------------------------------------------------------------
+# ---- option resolution: the one place the command line becomes a mode and a config --------------
 
 
-def _stdout_gone() -> None:
-    """After a BrokenPipeError (``| head``): point stdout at /dev/null so the exit flush is quiet."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
-
-
-def _check_writable_dir(path: Path) -> None:
-    from compile_checks.gate.outdir import writable_dir_problem
-
-    problem = writable_dir_problem(path)
-    if problem is not None:
-        raise UnwritableOutput(problem)
-
-
-def _check_writable_file(path: Path) -> None:
-    if path.is_dir():
-        raise UnwritableOutput(f"cannot write to {path}: is a directory")
-    _check_writable_dir(path.parent)
-
-
-# ---- resolving what to run ------------------------------------------------------------------
+def resolve_mode(full: bool | None, analysis_only: bool | None, default: Mode) -> Mode:
+    """``--full`` / ``--analysis-only`` as a Mode (``default`` when neither); both is a usage error."""
+    if full and analysis_only:
+        raise UsageError("--full and --analysis-only contradict each other")
+    if full:
+        return Mode.FULL
+    return Mode.ANALYSIS_ONLY if analysis_only else default
 
 
 def _config(args: argparse.Namespace) -> GateConfig | None:
@@ -139,175 +172,90 @@ def _config(args: argparse.Namespace) -> GateConfig | None:
         raise UsageError(str(e)) from None
 
 
-def _plan(args: argparse.Namespace, command: str) -> tuple[Any, GateConfig | None]:
-    from compile_checks.gate.plan import plan_builtin, plan_targets
-    from compile_checks.gate.targets import TargetError
+def _gate_mode(args: argparse.Namespace, command: str, config: GateConfig | None) -> Mode:
+    """The gate's mode: the command line over the table's ``full``; ``dump`` always compiles fully."""
+    if command == "dump":
+        if args.analysis_only:
+            raise UsageError("dump compiles fully (its dumps hold the generated code): no --analysis-only")
+        return Mode.FULL
+    table = Mode.FULL if config is not None and config.full else Mode.ANALYSIS
+    if command == "list":
+        return table
+    return resolve_mode(args.full, args.analysis_only, table)
 
-    if args.full and args.analysis_only:
-        raise UsageError("--full and --analysis-only contradict each other")
+
+def _check_run_options(args: argparse.Namespace, command: str) -> None:
+    """What can be wrong with the gate's options alone (no config, no import of torch)."""
+    if command == "list":
+        used = sorted(k for k in _NOT_FOR_LIST if getattr(args, k) is not None)
+        if used:
+            raise UsageError(f"list does not take {', '.join('--' + k.replace('_', '-') for k in used)}")
     if args.jobs is not None and args.jobs < 1:
         raise UsageError(f"--jobs must be at least 1, got {args.jobs}")
-    targets = list(getattr(args, "targets", []) or [])
-    if targets and args.scenario:
+    if getattr(args, "targets", None) and args.scenario:
         raise UsageError("give TARGETs or --scenario, not both")
-    # the table's defaults (pipelines, full, junitxml, dump_dir) hold for TARGETs and --scenario
-    # runs too; only its `targets` give way to the command line's
+
+
+def _report(args: argparse.Namespace) -> int:
+    if any(getattr(args, _dest(f, kw)) is not None for f, kw in _RUN_OPTIONS):
+        raise UsageError("report takes its own options after the subcommand: compile-checks report --help")
+    mode = resolve_mode(args.report_full, args.report_analysis_only, Mode.ANALYSIS_ONLY)
+    # here, not at the top: --help and usage errors stay torch-free (and a missing room is answered)
+    from compile_checks.reports.command import ReportRequest, run_report
+
+    fields = {k.removeprefix("report_"): v for k, v in vars(args).items() if k.startswith("report_")}
+    del fields["full"], fields["analysis_only"]  # resolved into the mode above
+    fields["progress"] = not fields.pop("no_progress")
+    fields["targets"], fields["scenarios"] = tuple(fields["targets"] or ()), tuple(fields["scenarios"] or ())
+    return run_report(ReportRequest(mode=mode, **fields))
+
+
+def _run(args: argparse.Namespace) -> int:
+    command = args.command or "gate"
+    if command == "report":
+        return _report(args)
+    _check_run_options(args, command)
     config = _config(args)
-    pipelines = list(args.pipeline or (config.pipelines if config else ()))
-    full = bool(args.full or (config.full if config else False) or command == "dump")
-    from compile_checks.pipelines.vllm_env import prepare_process_for_vllm
+    mode = _gate_mode(args, command, config)
+    # here, not at the top: running the gate imports torch (--help and usage errors stay torch-free)
+    from compile_checks.gate.commands import run_gate, run_list
 
-    # before any target or scenario can import vLLM: on a CPU-only host its platform must resolve as CPU
-    prepare_process_for_vllm()
+    return run_list(args, mode, config) if command == "list" else run_gate(args, command, mode, config)
+
+
+def _reports_installed() -> bool:
     try:
-        if targets or (config and config.targets and not args.scenario):
-            specs = targets or list(config.targets)  # type: ignore[union-attr]
-            base = Path.cwd() if targets else config.base_dir  # type: ignore[union-attr]
-            return plan_targets(specs, base, pipelines, full=full), config
-        if command == "dump" and not args.scenario:
-            raise UsageError("dump needs TARGETs or --scenario NAME")
-        if command == "dump":
-            pipelines = pipelines or ["stock"]
-        plan = plan_builtin(args.scenario or [], pipelines, full=full, smoke=not args.analysis_only)
-        return plan, config
-    except (TargetError, ValueError) as e:
-        raise UsageError(str(e)) from None
-
-
-def exit_code(outcomes: Sequence[Any]) -> int:
-    if any(o.error_kind == ErrorKind.UNWRITABLE for o in outcomes):
-        return EXIT_UNWRITABLE
-    if any(o.error_kind == ErrorKind.COMPILE for o in outcomes):
-        return EXIT_COMPILE
-    if any(not o.verdict_met for o in outcomes):
-        return EXIT_CLONES
-    if any(o.eager_match is False for o in outcomes):
-        return EXIT_MISMATCH
-    return EXIT_CLEAN
-
-
-# ---- subcommands ----------------------------------------------------------------------------
-
-
-def _gate(args: argparse.Namespace, command: str) -> int:
-    from compile_checks.gate.outputs import json_document, print_results
-    from compile_checks.gate.junit import write_junit
-    from compile_checks.gate.runner import auto_jobs, progress_callback, run_plan
-
-    plan, config = _plan(args, command)
-    if not plan.cases:
-        raise UsageError("nothing to check: the targets/scenarios name no cases")
-    junit = Path(args.junitxml) if args.junitxml else (config.junitxml if config else None)
-    dump_root = Path(args.out) if command == "dump" else (Path(args.dump_dir) if args.dump_dir else (config.dump_dir if config else None))
-    if junit is not None:
-        _check_writable_file(junit)
-    if dump_root is not None:
-        _check_writable_dir(dump_root)
-    on_done, close = progress_callback(len(plan.cases), not args.no_progress)
-    t0 = time.perf_counter()
-    try:
-        jobs = args.jobs if args.jobs is not None else auto_jobs(len(plan.cases))
-        outcomes = run_plan(plan, dump_root=dump_root, jobs=jobs, on_done=on_done)
-    finally:
-        close()
-    seconds = time.perf_counter() - t0
-    code = exit_code(outcomes)
-    if junit is not None:
-        try:
-            write_junit(outcomes, junit, seconds)
-        except OSError as e:
-            raise UnwritableOutput(f"cannot write {junit}: {e.strerror or e}") from None
-    try:
-        if args.json:
-            print(json_document(outcomes, code, seconds, plan.notes))
-        else:
-            print_results(outcomes, title=f"compile-checks {command}", code=code, seconds=seconds, notes=plan.notes, timings=bool(args.timings))
-            if dump_root is not None:
-                print(f"dumps: {dump_root}/<case>/index.md")
-    except BrokenPipeError:
-        _stdout_gone()
-    return code
-
-
-def _list(args: argparse.Namespace) -> int:
-    import json
-
-    used = sorted(k for k in _NOT_FOR_LIST if getattr(args, k) is not None)
-    if used:
-        raise UsageError(f"list does not take {', '.join('--' + k.replace('_', '-') for k in used)}")
-    config = None if (args.targets or args.scenario) else _config(args)
-    if args.targets or args.scenario or (config is not None and config.targets):
-        plan, _ = _plan(args, "list")
-        rows = [
-            {"name": p.label, "group": p.group, "pipeline": p.pipeline, "expect_clean": p.expect_clean,
-             "mode": "analysis" if p.analysis_only else "full"}
-            for p in plan.cases
-        ]
-        lines = [f"{r['name']:28s} {r['group']:40s} {r['mode']:8s} expect {'clean' if r['expect_clean'] else 'clones'}" for r in rows]
-    else:
-        from compile_checks.scenarios import DEFAULT_GATE, SCENARIOS
-
-        rows = [
-            {"name": s.name, "layout": s.layout, "expect_clean": s.expect_clean, "in_gate": s.name in DEFAULT_GATE, "description": s.description}
-            for s in SCENARIOS.values()
-        ]
-        lines = [
-            f"{r['name']:28s} {'gate' if r['in_gate'] else '    '} expect {'clean ' if r['expect_clean'] else 'clones'}  {r['description']}"
-            for r in rows
-        ]
-    try:
-        if args.json:
-            print(json.dumps(rows, indent=2))
-        else:
-            for line in lines:
-                print(line)
-        sys.stdout.flush()
-    except BrokenPipeError:  # `compile-checks list | head`: the reader left; not an error
-        _stdout_gone()
-    return EXIT_CLEAN
-
-
-def _report(report_args: Sequence[str]) -> int:
-    try:
-        from compile_checks.reports.cli import main as report_main
-    except ModuleNotFoundError as e:
-        if not (e.name or "").startswith("compile_checks.reports"):
-            raise
-        print("error: compile-checks report needs compile_checks.reports, which this install does not have", file=sys.stderr)
-        return EXIT_USAGE
-    return int(report_main(list(report_args)) or 0)
+        import compile_checks.reports  # noqa: F401  (torch-free: a docstring)
+    except ImportError:
+        return False
+    return True
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point (console script ``compile-checks``); returns the exit code, never a traceback."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["report"]:  # everything after it belongs to the report's own parser (--help included)
-        return _report(argv[1:])
-    parser = _parser()
+    return int(_main(list(sys.argv[1:] if argv is None else argv)))
+
+
+def _main(argv: list[str]) -> int:
+    if argv[:1] == ["report"] and not _reports_installed():
+        print("error: compile-checks report needs compile_checks.reports, which this install does not have",
+              file=sys.stderr)
+        return ExitCode.USAGE
     try:
-        args = _merge(parser.parse_args(argv))
+        args = _merge(_parser().parse_args(argv))
     except SystemExit as e:  # argparse printed its usage line (or --help)
-        return EXIT_USAGE if e.code not in (0, None) else EXIT_CLEAN
-    command = args.command or "gate"
-    handlers: dict[str, Callable[[], int]] = {
-        "gate": lambda: _gate(args, "gate"),
-        "dump": lambda: _gate(args, "dump"),
-        "list": lambda: _list(args),
-        "report": lambda: _report(args.report_args),
-    }
+        return ExitCode.USAGE if e.code not in (0, None) else ExitCode.CLEAN
     try:
-        if command == "report" and any(getattr(args, _dest(f, kw)) is not None for f, kw in _RUN_OPTIONS):
-            raise UsageError("report takes its own options after the subcommand: compile-checks report --help")
-        return handlers[command]()
+        return _run(args)
     except UsageError as e:
         print(f"error: {e}", file=sys.stderr)
-        return EXIT_USAGE
+        return ExitCode.USAGE
     except UnwritableOutput as e:
         print(f"error: {e}", file=sys.stderr)
-        return EXIT_UNWRITABLE
+        return ExitCode.UNWRITABLE
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        return 130
+        return ExitCode.INTERRUPTED
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from enum import StrEnum
+from enum import IntEnum, StrEnum
 
 
 class Pipeline(StrEnum):
@@ -60,3 +60,40 @@ FUNCTIONALIZATIONS: tuple[str, ...] = tuple(Functionalization)
 CAUSES: tuple[str, ...] = tuple(Cause)
 
 __all__ = ["CAUSES", "FUNCTIONALIZATIONS", "PIPELINES", "Cause", "CopyKind", "ErrorKind", "Functionalization", "Pipeline"]
+
+
+class Mode(StrEnum):
+    """How much of Inductor a run compiles: resolved once, from ``--full`` / ``--analysis-only`` and
+    ``[tool.compile_checks] full``, by :mod:`compile_checks.cli`; everything downstream reads it."""
+
+    # verdicts from the post-grad graph (no C++ codegen); the built-in gate adds its codegen smoke
+    ANALYSIS = "analysis"
+    # the same verdicts, no codegen anywhere (the gate drops its smoke; the report's default)
+    ANALYSIS_ONLY = "analysis-only"
+    # every case compiled fully (C++ codegen): generated code, Inductor's kernel-byte estimate
+    FULL = "full"
+
+    @property
+    def analysis_only(self) -> bool:
+        """Cases stop after Inductor's post-grad passes (``run_case(analysis_only=...)``)."""
+        return self is not Mode.FULL
+
+    @property
+    def codegen_smoke(self) -> bool:
+        """The built-in gate adds its small fully compiled smoke set."""
+        return self is Mode.ANALYSIS
+
+
+class ExitCode(IntEnum):
+    """The CLI's exit codes, every subcommand alike (the table is in :mod:`compile_checks.cli`)."""
+
+    CLEAN = 0
+    NOT_MET = 1
+    USAGE = 2
+    UNWRITABLE = 3
+    COMPILE = 4
+    MISMATCH = 5
+    INTERRUPTED = 130
+
+
+__all__ += ["ExitCode", "Mode"]

@@ -1,6 +1,6 @@
-"""Repo-only alias of :mod:`compile_checks.reports` (the report ships inside the package).
+"""Repo-only, not installed: the committed baseline (baseline.json), results/, and the benchmarks.
 
-``python -m reports ...`` (CI) and ``python -m reports.bench`` keep working in this
-repository; ``reports.cli`` / ``reports.traffic`` / ``reports.baseline`` / ``reports.plot``
-are the very modules of ``compile_checks.reports``. Not installed: see pyproject.
+The report itself is :mod:`compile_checks.reports` (``compile-checks report``); ``python -m reports``
+is a one-line entry to it. ``python -m reports.bench`` / ``python -m reports.bench_hotpath`` time a
+compiled commit step and the hot path.
 """

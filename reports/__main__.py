@@ -1,7 +1,7 @@
-"""``python -m reports``: alias of ``python -m compile_checks.reports`` in this repository."""
+"""``python -m reports ARGS`` (this repository only): the same as ``compile-checks report ARGS``."""
 
 import sys
 
-from compile_checks.reports.cli import main
+from compile_checks.cli import main
 
-sys.exit(main())
+sys.exit(main(["report", *sys.argv[1:]]))

@@ -28,11 +28,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import matplotlib.pyplot as plt
+import pandas as pd
 import torch
+import torch._inductor.config as inductor_config
+from torch._inductor import metrics
+from tqdm import tqdm
 
 from ar_paging import gather_window, pool_write_chunk
-from compile_checks.check.backend import kernel_byte_metrics
-from compile_checks.reports.traffic import MIB
+from compile_checks.check.kernel_metrics import kernel_byte_metrics
+from compile_checks.gate.outdir import writable_dir_problem
+from compile_checks.reports.plot import _size_ticks
+from compile_checks.reports.traffic import MIB, format_bytes
+from reports.bench_hotpath import TABLES
 
 DEFAULT_SIZES_MIB: tuple[int, ...] = (16, 32, 64, 128, 256, 512, 1024)
 
@@ -154,8 +162,6 @@ def _time_calls(fn: Callable[[], object], n: int, device: torch.device) -> float
 
 def _compile(step: Callable[..., torch.Tensor], args: tuple) -> tuple[Callable[[], object], int, float]:
     """Compile + first call; returns the call, Inductor's kernel bytes for it, compile seconds."""
-    from torch._inductor import metrics
-
     compiled = torch.compile(step, fullgraph=True, dynamic=False)
     metrics.reset()
     t0 = time.perf_counter()
@@ -229,8 +235,6 @@ def bench_size(g: BenchGeometry, total_bytes: int, device: torch.device, rounds:
 
 def bench_markdown(df, g: BenchGeometry, command: str) -> str:  # type: ignore[no-untyped-def]
     """bench.md: the geometry, the command, and the table with sizes for humans."""
-    from compile_checks.reports.traffic import format_bytes
-
     show = df.copy()
     for col in ("pool_bytes", "ideal_bytes_per_step", "split_kernel_bytes", "fused_kernel_bytes"):
         show[col] = show[col].map(format_bytes)
@@ -257,13 +261,6 @@ def bench_markdown(df, g: BenchGeometry, command: str) -> str:  # type: ignore[n
 
 def plot_bench(df, path: Path) -> None:  # type: ignore[no-untyped-def]
     """Time per step (left) and bytes per step (right) against pool size."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from compile_checks.reports.plot import _size_ticks
-
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(13, 4.5))
     for device, g in df.groupby("device"):
         g = g.sort_values("pool_bytes")
@@ -310,10 +307,6 @@ def _parser() -> argparse.ArgumentParser:
 
 def _hotpath_tables(out: Path) -> str:
     """Run every reports.bench_hotpath table; write bench_hotpath.{csv,md}; return the Markdown."""
-    import pandas as pd
-
-    from reports.bench_hotpath import TABLES
-
     torch.set_num_threads(1)
     frames, parts = [], ["# ar_paging hot path (1 thread, interleaved medians)"]
     for name, table in TABLES.items():
@@ -331,16 +324,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.rounds < 1 or args.warmup < 0 or any(s < 1 for s in args.sizes_mib):
         print("reports.bench: error: --rounds >= 1, --warmup >= 0, sizes >= 1 MiB", file=sys.stderr)
         return 2
-    from compile_checks.gate.outdir import writable_dir_problem
-
     problem = writable_dir_problem(args.out)
     if problem is not None:
         print(f"reports.bench: error: {problem}", file=sys.stderr)
         return 3
-    import pandas as pd
-    import torch._inductor.config as inductor_config
-    from tqdm import tqdm
-
     # A cached FX graph would skip codegen and leave the kernel byte counts at zero.
     inductor_config.force_disable_caches = True
     torch.set_num_threads(max(1, args.threads))

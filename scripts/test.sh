@@ -15,6 +15,6 @@ echo "[test] pytest"
 echo "[test] compile gate (built-in cases, stock + vllm pipelines)"
 .venv/bin/compile-checks gate --timings --junitxml out/gate/junit.xml
 echo "[test] traffic report vs reports/baseline.json"
-.venv/bin/python -m reports --out out/report --baseline reports/baseline.json
+.venv/bin/python -m compile_checks report --out out/report --baseline reports/baseline.json
 echo "[test] example engine gated as a user (scripts/gate_example.sh)"
 bash scripts/gate_example.sh .venv

@@ -9,25 +9,29 @@ import pytest
 
 from compile_checks.cli import main
 from compile_checks.gate.plan import CODEGEN_SUFFIX, codegen_smoke_names, plan_builtin, plan_targets
+from compile_checks.vocab import Mode
 from tests._cli_cases import write_engine
 
 
 def test_default_gate_decides_verdicts_analysis_only_plus_a_codegen_smoke() -> None:
-    plan = plan_builtin([], [], full=False)
+    plan = plan_builtin([], [], mode=Mode.ANALYSIS)
     verdicts = [p for p in plan.cases if not p.codegen_smoke]
     smoke = [p for p in plan.cases if p.codegen_smoke]
     assert verdicts and all(p.analysis_only for p in verdicts)
     assert [p.label for p in smoke] == [n + CODEGEN_SUFFIX for n in codegen_smoke_names()]
     assert all(not p.analysis_only and p.pipeline == "stock" for p in smoke)
     assert any(not p.expect_clean for p in smoke)  # the fused negative control is compiled for real
-    full = plan_builtin([], [], full=True)
+    full = plan_builtin([], [], mode=Mode.FULL)
     assert all(not p.analysis_only and not p.codegen_smoke for p in full.cases)
     assert {p.label for p in full.cases} == {p.label for p in verdicts}
+    bare = plan_builtin([], [], mode=Mode.ANALYSIS_ONLY)  # --analysis-only: the same verdicts, no smoke
+    assert all(p.analysis_only and not p.codegen_smoke for p in bare.cases)
+    assert [p.label for p in bare.cases] == [p.label for p in verdicts]
 
 
 def test_pipelines_retarget_every_user_case(tmp_path: Path) -> None:
     engine = write_engine(tmp_path)
-    plan = plan_targets([f"{engine}:gate"], tmp_path, ["stock", "vllm"], full=False)
+    plan = plan_targets([f"{engine}:gate"], tmp_path, ["stock", "vllm"], mode=Mode.ANALYSIS)
     assert [(p.label, p.pipeline) for p in plan.cases] == [
         ("split_step", "stock"), ("fused_control", "stock"), ("split_step[vllm]", "vllm"), ("fused_control[vllm]", "vllm"),
     ]

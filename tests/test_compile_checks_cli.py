@@ -47,6 +47,35 @@ def test_dump_usage_error_does_not_create_the_out_dir(tmp_path: Path) -> None:
     assert main(["dump", "--scenario", "split"]) == 2  # --out missing
 
 
+def test_the_mode_is_resolved_once_the_command_line_over_the_table(tmp_path: Path) -> None:
+    from compile_checks.cli import _gate_mode, _merge, _parser, resolve_mode
+    from compile_checks.errors import UsageError
+    from compile_checks.gate.config import GateConfig
+    from compile_checks.vocab import Mode
+
+    assert resolve_mode(None, None, Mode.ANALYSIS) is Mode.ANALYSIS
+    assert resolve_mode(True, None, Mode.ANALYSIS) is Mode.FULL
+    assert resolve_mode(None, True, Mode.FULL) is Mode.ANALYSIS_ONLY
+    with pytest.raises(UsageError, match="contradict"):
+        resolve_mode(True, True, Mode.ANALYSIS)
+    table_full = GateConfig(path=tmp_path / "pyproject.toml", full=True)
+
+    def mode(argv: list[str], config: GateConfig | None) -> Mode:
+        args = _merge(_parser().parse_args(argv))
+        return _gate_mode(args, args.command or "gate", config)
+
+    assert mode(["gate"], None) is Mode.ANALYSIS and mode(["gate"], table_full) is Mode.FULL
+    assert mode(["gate", "--analysis-only"], table_full) is Mode.ANALYSIS_ONLY
+    assert mode(["list"], table_full) is Mode.FULL and mode(["dump", "--out", "d"], None) is Mode.FULL
+    assert Mode.ANALYSIS.codegen_smoke and not Mode.ANALYSIS_ONLY.codegen_smoke and not Mode.FULL.analysis_only
+
+
+def test_dump_refuses_analysis_only_before_anything_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "dumps"
+    assert main(["dump", "--scenario", "split", "--out", str(out), "--analysis-only"]) == 2
+    assert "--analysis-only" in capsys.readouterr().err and not out.exists()
+
+
 def test_options_merge_across_levels() -> None:
     from compile_checks.cli import _merge, _parser
 
@@ -119,7 +148,7 @@ def test_list_into_a_closed_pipe_exits_0() -> None:
 
 def test_report_without_the_reports_package_exits_2(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     # the import fails as if not installed (whether or not an earlier test in this worker imported it)
-    for name in ("compile_checks.reports", "compile_checks.reports.cli"):
+    for name in ("compile_checks.reports", "compile_checks.reports.command"):
         monkeypatch.setitem(sys.modules, name, None)
     assert main(["report", "--help"]) == 2
     assert "compile_checks.reports" in capsys.readouterr().err

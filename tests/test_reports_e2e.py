@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
+import types
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from compile_checks.reports import cli
+from compile_checks.cli import main
 from compile_checks.reports.outputs import OUTPUT_FILES
 
 CASES = str(Path(__file__).parent / "report_cases" / "paged_step.py") + ":cases"
@@ -18,7 +19,7 @@ CASES = str(Path(__file__).parent / "report_cases" / "paged_step.py") + ":cases"
 def test_small_report_fused_has_clones_split_has_none(tmp_path, capsys) -> None:
     out = tmp_path / "report"
     baseline = tmp_path / "baseline.json"
-    rc = cli.main(["--out", str(out), "--scenario", "split", "--scenario", "fused", "--no-progress",
+    rc = main(["report", "--out", str(out), "--scenario", "split", "--scenario", "fused", "--no-progress",
                    "--write-baseline", str(baseline)])
     assert rc == 0, capsys.readouterr().err
     for name in OUTPUT_FILES:
@@ -46,7 +47,7 @@ def test_small_report_fused_has_clones_split_has_none(tmp_path, capsys) -> None:
 @pytest.mark.compile
 def test_user_cases_get_their_ideal_from_the_graph(tmp_path, capsys) -> None:
     out = tmp_path / "report"
-    rc = cli.main(["--out", str(out), "--target", CASES, "--no-progress"])
+    rc = main(["report", "--out", str(out), "--target", CASES, "--no-progress"])
     assert rc == 0, capsys.readouterr().err
     df = pd.read_csv(out / "traffic.csv").set_index("scenario")
     assert list(df.index) == ["my_split", "my_fused"]  # targets only: no built-in scenario
@@ -68,11 +69,11 @@ def test_case_ideal_and_measured_ms(tmp_path, capsys, monkeypatch) -> None:
 
     cases = load_targets([CASES])
     cases = [c.replace(ideal_bytes_per_call=1000) for c in cases[:1]]  # one full compile: keep it short
-    mod = type(cli)("user_cases_for_test")
+    mod = types.ModuleType("user_cases_for_test")
     mod.CASES = cases  # type: ignore[attr-defined]
     monkeypatch.setitem(__import__("sys").modules, "user_cases_for_test", mod)
     out = tmp_path / "report"
-    rc = cli.main(["--out", str(out), "--target", "user_cases_for_test:CASES", "--no-progress",
+    rc = main(["report", "--out", str(out), "--target", "user_cases_for_test:CASES", "--no-progress",
                    "--measure", "--rounds", "3"])
     assert rc == 0, capsys.readouterr().err
     df = pd.read_csv(out / "traffic.csv").set_index("scenario")

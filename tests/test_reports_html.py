@@ -6,10 +6,10 @@ from html.parser import HTMLParser
 
 import pandas as pd
 import pytest
+from test_reports_traffic import FakeResult, FakeScenario, _clone, _report
 
 from compile_checks.reports.html_page import STATUS_COLOURS, html_report
 from compile_checks.reports.traffic import traffic_row, traffic_table
-from test_reports_traffic import FakeResult, FakeScenario, _clone, _report
 
 MIB = 1 << 20
 
@@ -90,3 +90,16 @@ def test_a_tampered_page_is_detected(tmp_path, tamper: str) -> None:
         start = page.index("<tr " + fused)
         page = page[:start] + page[page.index("</tr>", start) + 5:]
     assert verdicts_on_page(page) != dict(zip(df["scenario"], df["status"]))
+
+
+def test_plot_with_nothing_positive_stays_linear_and_is_written(tmp_path) -> None:
+    """Every ideal not derivable (NaN) and nothing extra: a log axis had nothing to show and
+    matplotlib raised ("Data cannot be log-scaled"), failing the whole report after every compile."""
+    from compile_checks.reports.plot import plot_traffic
+
+    row = traffic_row(FakeResult(FakeScenario(name="split", layout="split", expect_clean=True), _report([])))
+    df = traffic_table([row]).assign(ideal_bytes_per_step=float("nan"))
+    png = plot_traffic(df, tmp_path / "traffic.png")
+    assert png.stat().st_size > 0
+    logged = traffic_table([row])  # its twin with a positive ideal (log axes)
+    assert plot_traffic(logged, tmp_path / "logged.png").stat().st_size > 0

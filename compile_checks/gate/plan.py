@@ -7,7 +7,8 @@ description, and a zero-argument target factory gives fresh tensors per pipeline
 Modes: the verdict (does a pool clone survive?) is decided on the post-grad graph
 (``analysis_only``), which costs dynamo + AOT + the post-grad passes and no C++ codegen.
 The built-in gate adds a small, explicit codegen smoke (``FULL_COMPILE_SMOKE``, shown as
-``split[codegen]``) compiled fully and checked compiled == eager; ``full`` compiles all.
+``split[codegen]``) compiled fully and checked compiled == eager; :class:`~compile_checks.vocab.Mode`
+(resolved once by the CLI) says which: ``ANALYSIS`` (smoke), ``ANALYSIS_ONLY`` (none), ``FULL`` (all).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from compile_checks.vocab import Mode
 
 if TYPE_CHECKING:
     from compile_checks.case import Case
@@ -132,19 +135,19 @@ def _add_source(plan: GatePlan, source: CaseSource, *, analysis_only: bool, smok
 
 
 def plan_targets(
-    specs: Sequence[str], base_dir: str | Path, pipelines: Sequence[str], *, full: bool
+    specs: Sequence[str], base_dir: str | Path, pipelines: Sequence[str], *, mode: Mode
 ) -> GatePlan:
     """The user's cases, once per pipeline in ``pipelines`` (or each under its own when empty)."""
     plan = GatePlan()
     for spec in specs:
         for pipeline in pipelines or (None,):
-            _add_source(plan, CaseSource(TARGET, spec, str(base_dir), pipeline), analysis_only=not full)
+            _add_source(plan, CaseSource(TARGET, spec, str(base_dir), pipeline), analysis_only=mode.analysis_only)
     _check_unique(plan)
     return plan
 
 
 def plan_builtin(
-    scenarios: Sequence[str], pipelines: Sequence[str], *, full: bool, smoke: bool = True
+    scenarios: Sequence[str], pipelines: Sequence[str], *, mode: Mode
 ) -> GatePlan:
     """The built-in gate (``scenarios`` empty) or the named scenarios, per pipeline.
 
@@ -156,8 +159,8 @@ def plan_builtin(
         raise ValueError(f"unknown scenario {', '.join(map(repr, unknown))}; valid: {', '.join(valid)}")
     plan = GatePlan()
     for pipeline in pipelines or ("stock", "vllm"):
-        _add_source(plan, CaseSource(BUILTIN, pipeline=pipeline, names=tuple(scenarios)), analysis_only=not full)
-    if smoke and not full and not scenarios:
+        _add_source(plan, CaseSource(BUILTIN, pipeline=pipeline, names=tuple(scenarios)), analysis_only=mode.analysis_only)
+    if mode.codegen_smoke and not scenarios:
         source = CaseSource(BUILTIN, pipeline="stock", names=codegen_smoke_names(), smoke=True)
         _add_source(plan, source, analysis_only=False, smoke=True)
     _check_unique(plan)

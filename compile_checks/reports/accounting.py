@@ -27,7 +27,6 @@ from compile_checks.check.findings import CloneReport, SurvivingClone
 from compile_checks.vocab import CopyKind
 
 
-
 @dataclass(frozen=True)
 class NodeCost:
     """One node's extra traffic: per call of its region, and over the run."""

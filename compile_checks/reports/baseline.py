@@ -16,8 +16,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from compile_checks.reports.traffic import TrafficRow
 from compile_checks.errors import CompileChecksError
+from compile_checks.reports.traffic import TrafficRow
 
 # Bytes per step are averages (a division), so allow float noise, never a real byte.
 _REL_TOL = 1e-9

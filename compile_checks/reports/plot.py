@@ -15,12 +15,13 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import NullFormatter  # noqa: E402
-import pandas as pd  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.ticker import NullFormatter
 
-from compile_checks.reports.traffic import MIB  # noqa: E402
 from compile_checks.errors import CompileChecksError
+from compile_checks.reports.traffic import MIB
 
 
 def _size_ticks(ax, pool_bytes: pd.Series) -> None:  # type: ignore[no-untyped-def]
@@ -31,10 +32,19 @@ def _size_ticks(ax, pool_bytes: pd.Series) -> None:  # type: ignore[no-untyped-d
     ax.xaxis.set_minor_formatter(NullFormatter())
 
 
+def _has_positive(values: Any) -> bool:
+    """A log axis needs one finite value > 0: matplotlib raises on drawing one that has none."""
+    return bool(np.any(np.isfinite(values) & (np.asarray(values, dtype=float) > 0)))
+
+
 def _style_pool_axis(ax: Any, pool_bytes: pd.Series, ylabel: str, title: str) -> None:
-    """Log-log axes against pool size (MiB), shared by the traffic and the timing panel."""
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
+    """Log-log axes against pool size (MiB), shared by the traffic and the timing panel; an axis with
+    nothing positive to show (every ideal not derivable and nothing extra, a case without pools) stays linear."""
+    ys = np.concatenate([np.asarray(line.get_ydata(), dtype=float) for line in ax.get_lines()] or [np.zeros(0)])
+    if _has_positive(pool_bytes.to_numpy(dtype=float)):
+        ax.set_xscale("log", base=2)
+    if _has_positive(ys):
+        ax.set_yscale("log")
     _size_ticks(ax, pool_bytes)
     ax.set_xlabel("KV pool size, all layers K+V (MiB)")
     ax.set_ylabel(ylabel)

@@ -1,7 +1,8 @@
 """One report row per case: the extra bytes surviving copies move, next to the ideal.
 
-Rows come from a built-in ``ScenarioResult`` (:func:`traffic_row`; its ideal is the
-scenario's window model) or from a user's ``CaseResult`` (:func:`case_row`; its ideal
+Rows come from a built-in scenario's run (:func:`traffic_row`, a
+:class:`compile_checks.reports.run.ScenarioRun`; its ideal is the scenario's window model) or
+from a user's ``CaseResult`` (:func:`case_row_and_nodes`; its ideal
 is the case's ``ideal_bytes_per_call`` or derived from the compiled graphs, see
 :mod:`compile_checks.reports.ideal`). No torch.compile here: the arithmetic is
 testable on hand-built findings.
@@ -225,7 +226,7 @@ def _row(run: _Run, video_chunks: int, fields: Mapping[str, Any], ideal_video: t
 
 def traffic_row_and_nodes(result: Any, video_chunks: int = DEFAULT_VIDEO_CHUNKS, ms_per_step: float = NAN,
                           analysis_only: bool = True) -> tuple[TrafficRow, list[acc.NodeCost]]:
-    """A built-in ``ScenarioResult`` as one row, and its per-node extra bytes."""
+    """A built-in scenario's run (``reports.run.ScenarioRun``) as one row, and its per-node extra bytes."""
     s = result.scenario
     ideal_run = result.ideal_read_bytes + result.ideal_write_bytes
     modelled = ideal_video_bytes(s, result.num_chunks)

@@ -1,0 +1,169 @@
+"""The gate's subcommands (``gate``, ``dump``, ``list``): plan, run through the runner, print, exit code.
+
+:mod:`compile_checks.cli` parses the command line and resolves the run's
+:class:`~compile_checks.vocab.Mode` and ``[tool.compile_checks]`` table once; these handlers take
+them as given. Bad input raises :class:`~compile_checks.errors.UsageError`, an output that cannot
+be written :class:`~compile_checks.errors.UnwritableOutput`; the CLI turns both into exit codes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from compile_checks.errors import UnwritableOutput, UsageError
+from compile_checks.gate.junit import write_junit
+from compile_checks.gate.outdir import writable_dir_problem
+from compile_checks.gate.outputs import json_document, print_results
+from compile_checks.gate.plan import GatePlan, plan_builtin, plan_targets
+from compile_checks.gate.runner import auto_jobs, progress_callback, run_plan
+from compile_checks.gate.targets import TargetError
+from compile_checks.pipelines.vllm_env import prepare_process_for_vllm
+from compile_checks.vocab import ErrorKind, ExitCode, Mode
+
+if TYPE_CHECKING:
+    from compile_checks.gate.config import GateConfig
+
+
+def stdout_gone() -> None:
+    """After a BrokenPipeError (``| head``): point stdout at /dev/null so the exit flush is quiet."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+
+
+def check_writable_dir(path: Path) -> None:
+    """Raise UnwritableOutput (exit 3) before anything compiles when ``path`` cannot hold output."""
+    problem = writable_dir_problem(path)
+    if problem is not None:
+        raise UnwritableOutput(problem)
+
+
+def check_writable_file(path: Path) -> None:
+    if path.is_dir():
+        raise UnwritableOutput(f"cannot write to {path}: is a directory")
+    check_writable_dir(path.parent)
+
+
+def plan(args: argparse.Namespace, command: str, mode: Mode, config: GateConfig | None) -> GatePlan:
+    """The cases to run: TARGETs, else the table's targets (unless --scenario), else built-ins."""
+    targets = list(getattr(args, "targets", []) or [])
+    # the table's defaults (pipelines, full, junitxml, dump_dir) hold for TARGETs and --scenario
+    # runs too; only its `targets` give way to the command line's
+    pipelines = list(args.pipeline or (config.pipelines if config else ()))
+    # before any target or scenario can import vLLM: on a CPU-only host its platform must resolve as CPU
+    prepare_process_for_vllm()
+    try:
+        if targets or (config and config.targets and not args.scenario):
+            specs = targets or list(config.targets)  # type: ignore[union-attr]
+            base = Path.cwd() if targets else config.base_dir  # type: ignore[union-attr]
+            return plan_targets(specs, base, pipelines, mode=mode)
+        if command == "dump" and not args.scenario:
+            raise UsageError("dump needs TARGETs or --scenario NAME")
+        if command == "dump":
+            pipelines = pipelines or ["stock"]
+        return plan_builtin(args.scenario or [], pipelines, mode=mode)
+    except (TargetError, ValueError) as e:
+        if isinstance(e, UsageError):
+            raise
+        raise UsageError(str(e)) from None
+
+
+def exit_code(outcomes: Sequence[Any]) -> ExitCode:
+    """The run's exit code: the first of 3, 4, 1, 5 that applies (the table in compile_checks.cli)."""
+    if any(o.error_kind == ErrorKind.UNWRITABLE for o in outcomes):
+        return ExitCode.UNWRITABLE
+    if any(o.error_kind == ErrorKind.COMPILE for o in outcomes):
+        return ExitCode.COMPILE
+    if any(not o.verdict_met for o in outcomes):
+        return ExitCode.NOT_MET
+    if any(o.eager_match is False for o in outcomes):
+        return ExitCode.MISMATCH
+    return ExitCode.CLEAN
+
+
+def run_gate(args: argparse.Namespace, command: str, mode: Mode, config: GateConfig | None) -> ExitCode:
+    """``gate`` / ``dump``: every planned case through the gate's runner; table or JSON; JUnit."""
+    gate_plan = plan(args, command, mode, config)
+    if not gate_plan.cases:
+        raise UsageError("nothing to check: the targets/scenarios name no cases")
+    junit = Path(args.junitxml) if args.junitxml else (config.junitxml if config else None)
+    dump_root: Path | None
+    if command == "dump":
+        dump_root = Path(args.out)
+    else:
+        dump_root = Path(args.dump_dir) if args.dump_dir else (config.dump_dir if config else None)
+    if junit is not None:
+        check_writable_file(junit)
+    if dump_root is not None:
+        check_writable_dir(dump_root)
+    on_done, close = progress_callback(len(gate_plan.cases), not args.no_progress)
+    t0 = time.perf_counter()
+    try:
+        jobs = args.jobs if args.jobs is not None else auto_jobs(len(gate_plan.cases))
+        outcomes = run_plan(gate_plan, dump_root=dump_root, jobs=jobs, on_done=on_done)
+    finally:
+        close()
+    seconds = time.perf_counter() - t0
+    code = exit_code(outcomes)
+    if junit is not None:
+        try:
+            write_junit(outcomes, junit, seconds)
+        except OSError as e:
+            raise UnwritableOutput(f"cannot write {junit}: {e.strerror or e}") from None
+    try:
+        if args.json:
+            print(json_document(outcomes, code, seconds, gate_plan.notes))
+        else:
+            print_results(outcomes, title=f"compile-checks {command}", code=code, seconds=seconds,
+                          notes=gate_plan.notes, timings=bool(args.timings))
+            if dump_root is not None:
+                print(f"dumps: {dump_root}/<case>/index.md")
+    except BrokenPipeError:
+        stdout_gone()
+    return code
+
+
+def run_list(args: argparse.Namespace, mode: Mode, config: GateConfig | None) -> ExitCode:
+    """``list``: the built-in scenarios, or the cases the targets / the table name (nothing compiles)."""
+    if args.targets or args.scenario or (config is not None and config.targets):
+        rows: list[dict[str, Any]] = [
+            {"name": p.label, "group": p.group, "pipeline": p.pipeline, "expect_clean": p.expect_clean,
+             "mode": "analysis" if p.analysis_only else "full"}
+            for p in plan(args, "list", mode, config).cases
+        ]
+        lines = [f"{r['name']:28s} {r['group']:40s} {r['mode']:8s} expect {'clean' if r['expect_clean'] else 'clones'}"
+                 for r in rows]
+    else:
+        # here, not at the top: importing the scenarios imports vLLM (after prepare_process_for_vllm only)
+        prepare_process_for_vllm()
+        from compile_checks.scenarios import DEFAULT_GATE, SCENARIOS
+
+        rows = [
+            {"name": s.name, "layout": s.layout, "expect_clean": s.expect_clean, "in_gate": s.name in DEFAULT_GATE,
+             "description": s.description}
+            for s in SCENARIOS.values()
+        ]
+        lines = [
+            f"{r['name']:28s} {'gate' if r['in_gate'] else '    '} expect {'clean ' if r['expect_clean'] else 'clones'}"
+            f"  {r['description']}"
+            for r in rows
+        ]
+    try:
+        if args.json:
+            print(json.dumps(rows, indent=2))
+        else:
+            for line in lines:
+                print(line)
+        sys.stdout.flush()
+    except BrokenPipeError:  # `compile-checks list | head`: the reader left; not an error
+        stdout_gone()
+    return ExitCode.CLEAN
+
+
+__all__ = ["check_writable_dir", "check_writable_file", "exit_code", "plan", "run_gate", "run_list", "stdout_gone"]

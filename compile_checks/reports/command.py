@@ -1,0 +1,228 @@
+"""``compile-checks report``: the traffic report (its options, mode and exit codes: :mod:`compile_checks.cli`).
+
+Writes traffic.csv / traffic_nodes.csv / traffic.md / traffic.html / traffic.png for the user's
+cases (``--target``, else ``[tool.compile_checks] targets`` of ./pyproject.toml) or the built-in
+scenarios (``--scenario``, or when there are no targets). Every case runs through ``run_case``
+(:mod:`compile_checks.reports.run`), in the mode the CLI resolved: analysis-only verdicts unless
+``Mode.FULL``. Everything wrong with the request raises ``UsageError`` (exit 2) or
+``UnwritableOutput`` (exit 3) before anything compiles; a case that fails returns
+``ExitCode.COMPILE`` (4) and growth against ``--baseline`` ``ExitCode.NOT_MET`` (1).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from compile_checks.errors import UnwritableOutput, UsageError
+from compile_checks.gate.config import ConfigError, load_config
+from compile_checks.gate.outdir import writable_dir_problem
+from compile_checks.gate.targets import TargetError, load_targets
+from compile_checks.pipelines.vllm_env import prepare_process_for_vllm
+from compile_checks.reports import run as report_run
+from compile_checks.reports.builtin import (
+    default_scenario_names,
+    unknown_scenarios,
+    with_pool_variants,
+)
+from compile_checks.reports.measure import (
+    DEFAULT_ROUNDS,
+    measure,
+    scenario_measure_case,
+)
+from compile_checks.vocab import ExitCode, Mode
+
+REPORT_EXTRA: tuple[str, ...] = ("pandas", "matplotlib", "tabulate", "tqdm")
+
+
+@dataclass(frozen=True)
+class ReportRequest:
+    """The report's command line, resolved (``mode`` by :func:`compile_checks.cli.resolve_mode`)."""
+
+    mode: Mode
+    out: Path | None = None
+    targets: tuple[str, ...] = ()
+    scenarios: tuple[str, ...] = ()
+    baseline: Path | None = None
+    write_baseline: Path | None = None
+    video_chunks: int | None = None
+    bench: Path | None = None
+    measure: bool = False
+    rounds: int | None = None
+    dumps: bool = False
+    progress: bool = True
+    list_scenarios: bool = False
+
+
+def _err(msg: str) -> None:
+    print(f"error: {msg}", file=sys.stderr)
+
+
+def check_writable(out: Path) -> None:
+    """Raise UnwritableOutput unless ``out`` can be created and written (checked before any compile)."""
+    problem = writable_dir_problem(out)
+    if problem is not None:
+        raise UnwritableOutput(f"output directory: {problem}")
+
+
+def pyproject_targets(directory: Path) -> tuple[list[str], Path] | None:
+    """``[tool.compile_checks] targets`` of ``directory/pyproject.toml`` (None: no file or no key),
+    read and validated by the gate's own :func:`compile_checks.gate.config.load_config`."""
+    try:
+        config = load_config(directory / "pyproject.toml")
+    except ConfigError as e:
+        raise UsageError(str(e)) from e
+    if config is None or not config.targets:
+        return None
+    return list(config.targets), config.base_dir
+
+
+def missing_dependencies() -> list[str]:
+    """The ``[reports]`` extra's packages that are not importable."""
+    return [m for m in REPORT_EXTRA if importlib.util.find_spec(m) is None]
+
+
+def _load_cases(req: ReportRequest) -> list[Any]:
+    prepare_process_for_vllm()  # before a target or the scenarios can import vLLM (CPU-only host: CPU platform)
+    found = (list(req.targets), Path.cwd()) if req.targets else (None if req.scenarios else pyproject_targets(Path.cwd()))
+    if not found:
+        return []
+    try:
+        return load_targets(found[0], base_dir=found[1])
+    except TargetError as e:
+        raise UsageError(str(e)) from e
+
+
+def _validate(req: ReportRequest) -> dict[str, Any]:
+    """Everything that can be wrong with the request itself, checked before any compile."""
+    # here, not at the top: these import pandas, which the report extra may lack (checked first)
+    from compile_checks.reports import baseline as bl
+    from compile_checks.reports.plot import BenchCsvError, load_bench_csv
+    from compile_checks.reports.traffic import DEFAULT_VIDEO_CHUNKS
+
+    got: dict[str, Any] = {"video_chunks": DEFAULT_VIDEO_CHUNKS if req.video_chunks is None else req.video_chunks}
+    if got["video_chunks"] < 1:
+        raise UsageError(f"--video-chunks must be >= 1, got {got['video_chunks']}")
+    if req.rounds is not None and (req.rounds < 1 or not req.measure):
+        raise UsageError("--rounds needs --measure and must be >= 1")
+    try:
+        got["baseline"] = bl.load_baseline(req.baseline) if req.baseline is not None else None
+        got["bench"] = load_bench_csv(req.bench) if req.bench is not None else None
+    except (bl.BaselineError, BenchCsvError) as e:
+        raise UsageError(str(e)) from e
+    return got
+
+
+def run_report(req: ReportRequest) -> ExitCode:
+    """Validate, run every case through ``run_case``, write the files, compare with the baseline."""
+    missing = missing_dependencies()
+    if missing:
+        raise UsageError(f"the report needs {', '.join(missing)}: pip install 'compile-checks[reports]'")
+    got = _validate(req)
+    cases = _load_cases(req)
+    # here, not at the top: importing the scenarios imports vLLM (after _load_cases prepared the process)
+    from compile_checks.scenarios import DEFAULT_GATE, SCENARIOS
+
+    registry = with_pool_variants(SCENARIOS)
+    default = default_scenario_names(registry, DEFAULT_GATE)
+    if req.list_scenarios:
+        for name, sc in registry.items():
+            print(f"{'*' if name in default else ' '} {name:24} {getattr(sc, 'description', '')}")
+        return ExitCode.CLEAN
+    if req.out is None:
+        raise UsageError("--out DIR is required")
+    names = list(req.scenarios) if req.scenarios else ([] if cases else default)
+    unknown = unknown_scenarios(names, registry)
+    if unknown:
+        raise UsageError(f"unknown scenario(s): {', '.join(unknown)}; valid: {', '.join(sorted(registry))}")
+    check_writable(req.out)
+    if req.write_baseline is not None:
+        check_writable(req.write_baseline.parent)
+    started = time.perf_counter()
+    try:
+        df, nodes = _tables(req, [registry[n] for n in names], cases, got["video_chunks"])
+    except Exception as e:  # noqa: BLE001 - a failed compile must not end as a bare traceback
+        _err(f"a case failed: {type(e).__name__}: {e}")
+        try:
+            (req.out / "error.txt").write_text("".join(traceback.format_exception(e)))
+            print(f"report: full traceback in {req.out / 'error.txt'}", file=sys.stderr)
+        except OSError:
+            pass
+        return ExitCode.COMPILE
+    return _finish(req, got, df, nodes, started)
+
+
+def _dump_dir(req: ReportRequest, name: str) -> str | None:
+    return str(req.out / "dumps" / name) if req.dumps and req.out is not None else None
+
+
+def _tables(req: ReportRequest, scenarios: list[Any], cases: list[Any], video_chunks: int) -> tuple[Any, Any]:
+    """Run every case (built-in, then the user's) and build the row and node tables."""
+    # here, not at the top: pandas, the report extra's (checked first, in run_report)
+    from compile_checks.reports import traffic as tr
+
+    builtin, targets = [], []
+    with tqdm(total=len(scenarios) + len(cases), desc="report", unit="case", disable=not req.progress,
+              file=sys.stderr) as bar:
+        for s in scenarios:
+            bar.set_postfix_str(s.name)
+            builtin.append(report_run.run_builtin(s, req.mode, _dump_dir(req, s.name)))
+            bar.update(1)
+        for case in cases:
+            bar.set_postfix_str(case.name)
+            targets.append(report_run.run_for_report(case, req.mode, _dump_dir(req, case.name)))
+            bar.update(1)
+    ms: dict[str, float] = {}
+    if req.measure:
+        todo = [scenario_measure_case(s) for s in scenarios] + [(c, None) for c in cases]
+        ms = measure(todo, rounds=req.rounds or DEFAULT_ROUNDS)
+    made = [tr.traffic_row_and_nodes(r, video_chunks, ms_per_step=ms.get(r.scenario.name, tr.NAN),
+                                     analysis_only=req.mode.analysis_only) for r in builtin]
+    made += [tr.case_row_and_nodes(r.result, r.calls, r.ideal, video_chunks, ms.get(r.result.case.name, tr.NAN))
+             for r in targets]
+    return tr.traffic_table([row for row, _ in made]), tr.nodes_table([n for _, nodes in made for n in nodes])
+
+
+def _finish(req: ReportRequest, got: dict[str, Any], df: Any, nodes: Any, started: float) -> ExitCode:
+    # here, not at the top: both import pandas, the report extra's (checked first, in run_report)
+    from compile_checks.reports import baseline as bl
+    from compile_checks.reports.outputs import write_outputs
+
+    assert req.out is not None
+    entries = {str(r["scenario"]): bl.BaselineEntry(int(r["surviving_clones"]), float(r["extra_bytes_per_step"]))
+               for _, r in df.iterrows()}
+    try:
+        write_outputs(df, nodes, req.out, got["video_chunks"], got["bench"])
+        if req.write_baseline is not None:
+            req.write_baseline.write_text(bl.dump_baseline(entries))
+    except OSError as e:
+        raise UnwritableOutput(f"cannot write the report: {e}") from e
+    for v in df["verdict"]:
+        print(v)
+    print(f"report: {len(df)} case(s) in {time.perf_counter() - started:.1f} s; "
+          f"wrote {req.out}/traffic{{.csv,_nodes.csv,.md,.html,.png}}")
+    if req.write_baseline is not None:
+        print(f"report: baseline written to {req.write_baseline}")
+    if got["baseline"] is None:
+        return ExitCode.CLEAN
+    cmp = bl.compare(got["baseline"], entries)
+    for name in cmp.new_scenarios:
+        print(f"baseline: {name} is new (not in {req.baseline}), not compared")
+    for name in cmp.improved:
+        print(f"baseline: {name} improved (fewer clones or bytes); consider --write-baseline")
+    if not cmp.ok:
+        for r in cmp.regressions:
+            print(f"baseline: REGRESSION {r.describe()}", file=sys.stderr)
+        return ExitCode.NOT_MET
+    print(f"baseline: ok, nothing grew against {req.baseline}")
+    return ExitCode.CLEAN
+
+
+__all__ = ["ReportRequest", "check_writable", "missing_dependencies", "pyproject_targets", "run_report"]

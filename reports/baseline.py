@@ -1,7 +1,0 @@
-"""Alias: this module is :mod:`compile_checks.reports.baseline` (moved there to ship with the package)."""
-
-import sys
-
-from compile_checks.reports import baseline as _module
-
-sys.modules[__name__] = _module
