@@ -19,7 +19,8 @@ from torch._inductor import compile_fx as compile_fx_module
 from torch._inductor.fx_passes import post_grad as post_grad_module
 
 from compile_checks.check import backend, hooks
-from compile_checks.api import CheckSessionError, CloneCheck, CompileCheckError, format_report
+from compile_checks.api import CloneCheck, CompileCheckError, format_report
+from compile_checks.check.hooks import CheckSessionError
 from compile_checks.check.attribution import build_report
 from compile_checks.check.graph.blind_spots import subgraph_mutations
 from compile_checks.case import Case, run_case
