@@ -10,10 +10,12 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import warnings
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import depyf
 import torch
 
 from compile_checks.check.attribution import build_report
@@ -92,8 +94,6 @@ class CloneCheck:
             if self.explain_recorder is not None:
                 stack.enter_context(self.explain_recorder.active())
             if self.dump_dir is not None:
-                import depyf
-
                 stack.enter_context(_quiet_depyf())
                 stack.enter_context(depyf.prepare_debug(self.dump_dir))
         except BaseException:
@@ -149,8 +149,6 @@ def _prepare_dump_dir(path: str) -> None:
 @contextlib.contextmanager
 def _quiet_depyf() -> Iterator[None]:
     """depyf warns once per prepare_debug that code should run several times; we know."""
-    import warnings
-
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*You are trying to debug `torch.compile`.*")
         yield

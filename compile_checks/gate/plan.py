@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from compile_checks.case import Case, pipeline_label
+from compile_checks.gate.targets import load_target
 from compile_checks.vocab import Pipeline
 
 BUILTIN = "builtin"
@@ -36,15 +37,12 @@ class CaseSource:
     smoke: bool = False  # BUILTIN: the codegen smoke's commit-graph-only variants
 
     def load(self) -> list[Case]:
-        # lazy (scenarios, targets): building a case imports torch; planning's own import stays torch-free
         if self.kind == BUILTIN and self.smoke:
             return smoke_cases(self.names)
         if self.kind == BUILTIN:
-            from compile_checks.scenarios import builtin_cases
+            from compile_checks.scenarios import builtin_cases  # lazy: the scenarios import torch
 
             return builtin_cases(self.names or None, (self.pipeline or Pipeline.STOCK,))
-        from compile_checks.gate.targets import load_target
-
         cases = load_target(self.spec, self.base_dir or None)
         if self.pipeline is None:
             return cases
