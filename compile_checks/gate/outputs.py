@@ -118,7 +118,7 @@ def print_results(
     for o in outcomes:
         # every surviving copy (a negative control's too: the evidence it still sees the bug), then
         # why the case failed, if it did
-        lines = [render_copy(c) for c in o.clones] + o.failure_reasons(copies_listed=True)
+        lines = [render_copy(c) for c in [*o.clones, *o.other_clones]] + o.failure_reasons(copies_listed=True)
         for line in lines:
             console.print(f"  {o.label}: {line}", highlight=False, markup=False)
     for n in notes:
