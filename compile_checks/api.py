@@ -13,6 +13,7 @@ import re
 import warnings
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 import depyf
@@ -102,9 +103,11 @@ class CloneCheck:
         self._stack = stack
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         assert self._stack is not None
-        self._stack.__exit__(*exc)
+        self._stack.__exit__(exc_type, exc, tb)
         self._stack = None
         report = build_report(self.probe, self.pools, self.dump_dir, allow_unanalysed=self.allow_unanalysed)
         report = explain_report(report, self.probe, self)

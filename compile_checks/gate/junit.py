@@ -39,10 +39,11 @@ def write_junit(outcomes: Sequence[Outcome], path: Path, seconds: float) -> None
             kind = "clone" if not o.verdict_met else "eager_mismatch"
             ET.SubElement(tc, "failure", message=message, type=kind).text = message.replace(" | ", "\n")
         details = [f"expect {'clean' if o.expect_clean else 'clones'}; mode {'analysis-only' if o.analysis_only else 'full'}"]
-        details += [render_copy(c) for c in o.clones] + o.notes
+        details += [render_copy(c) for c in [*o.clones, *o.other_clones]] + o.notes
         ET.SubElement(tc, "system-out").text = "\n".join(details)
-    tree = ET.ElementTree(ET.Element("testsuites"))
-    tree.getroot().append(suite)
+    root = ET.Element("testsuites")
+    root.append(suite)
+    tree = ET.ElementTree(root)
     ET.indent(tree)
     path.parent.mkdir(parents=True, exist_ok=True)
     tree.write(path, encoding="utf-8", xml_declaration=True)

@@ -56,7 +56,7 @@ def scenario_case(
         pools=model.named_pools(),
         expect_clean=s.expect_clean,
         driver=make_driver(s, model, progress),
-        functionalization=s.functionalization,
+        functionalization=s.functionalization,  # type: ignore[arg-type]  # a name: Case coerces it
         dynamic=s.dynamic,
         inductor_config=dict(s.inductor_config),
         pipeline=pipeline,
