@@ -10,21 +10,23 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import warnings
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
+import depyf
 import torch
 
 from compile_checks.check.attribution import build_report
 from compile_checks.check.backend import Probe, instrumented_inductor
+from compile_checks.check.findings import CloneReport, SurvivingClone
+from compile_checks.errors import CompileChecksError
+from compile_checks.explain.culprit_pass import PostGradRecorder
 from compile_checks.explain.dumps import annotate_report, write_index
 from compile_checks.explain.explanations import explain_report
-from compile_checks.explain.culprit_pass import PostGradRecorder
-from compile_checks.check.findings import CloneReport, SurvivingClone
-from compile_checks.check.hooks import CheckSessionError, IncompatibleTorchError
-from compile_checks.vocab import CopyKind
-from compile_checks.errors import CompileChecksError
+from compile_checks.verdict import copy_fields, render_copy
 
 
 class CompileCheckError(CompileChecksError, RuntimeError):
@@ -79,7 +81,7 @@ class CloneCheck:
             except CompileCheckError:
                 raise
             except Exception as e:  # noqa: BLE001 - the cause is kept and named
-                raise CompileCheckError(f"torch.compile of {_name(fn)} failed: {_first_line(e)}") from e
+                raise CompileCheckError(f"torch.compile of {callable_name(fn)} failed: {first_line(e)}") from e
 
         return run
 
@@ -93,8 +95,6 @@ class CloneCheck:
             if self.explain_recorder is not None:
                 stack.enter_context(self.explain_recorder.active())
             if self.dump_dir is not None:
-                import depyf
-
                 stack.enter_context(_quiet_depyf())
                 stack.enter_context(depyf.prepare_debug(self.dump_dir))
         except BaseException:
@@ -103,9 +103,11 @@ class CloneCheck:
         self._stack = stack
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         assert self._stack is not None
-        self._stack.__exit__(*exc)
+        self._stack.__exit__(exc_type, exc, tb)
         self._stack = None
         report = build_report(self.probe, self.pools, self.dump_dir, allow_unanalysed=self.allow_unanalysed)
         report = explain_report(report, self.probe, self)
@@ -115,11 +117,12 @@ class CloneCheck:
         self.report = report
 
 
-def _name(fn: Callable[..., Any]) -> str:
+def callable_name(fn: Callable[..., Any]) -> str:
+    """``fn``'s qualified name for an error message (modules and other callables: their type)."""
     return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__name__
 
 
-def _first_line(e: BaseException) -> str:
+def first_line(e: BaseException) -> str:
     """``Type: message`` of the innermost cause (dynamo wraps the real error in several layers)."""
     root: BaseException = e
     seen: set[int] = set()
@@ -149,8 +152,6 @@ def _prepare_dump_dir(path: str) -> None:
 @contextlib.contextmanager
 def _quiet_depyf() -> Iterator[None]:
     """depyf warns once per prepare_debug that code should run several times; we know."""
-    import warnings
-
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*You are trying to debug `torch.compile`.*")
         yield
@@ -241,22 +242,6 @@ def find_pool_clones(
     ).clones
 
 
-def format_clone(c: SurvivingClone) -> str:
-    """One line per clone: op, argument, pool, bytes, copy-back bytes, where it is in the dump."""
-    where = f"{c.graph_file}:{c.line}" if c.graph_file else f"region {c.region} node {c.node} (no dump written)"
-    pool = c.pool if c.pool is not None else "<unnamed input>"
-    dtype = str(c.dtype).removeprefix("torch.")
-    what = "whole-buffer copy by a functional ATen write" if c.kind == CopyKind.ATEN_WRITE_COPY else "clone"
-    back = f", {c.written_bytes} bytes copied back" if c.written_bytes else ""
-    text = (
-        f"{c.op} argument {c.arg!r} (pool {pool}): {what} of {c.nbytes} bytes "
-        f"{list(c.shape)} {dtype}{back}, node {c.node} in region {c.region} at {where}"
-    )
-    if c.explanation is not None:
-        text += "".join(f"\n      {line}" for line in c.explanation.lines())
-    return text
-
-
 def format_report(report: CloneReport) -> str:
     """Human-readable summary of a report (what ``assert_no_pool_clones`` raises with): every failure."""
     if report.check_passed:
@@ -268,10 +253,10 @@ def format_report(report: CloneReport) -> str:
             f"{len(report.clones)} pool copy(ies) survived Inductor's reinplace pass "
             f"({report.clone_bytes} bytes copied per execution of the regions):"
         )
-        lines += [f"  - {format_clone(c)}" for c in report.clones]
+        lines += [_copy_lines(c) for c in report.clones]
     if report.other_clones:
         lines.append(f"{len(report.other_clones)} copy(ies) of a mutated caller tensor that matches no named pool:")
-        lines += [f"  - {format_clone(c)}" for c in report.other_clones]
+        lines += [_copy_lines(c) for c in report.other_clones]
     if report.errors:
         lines.append("check errors:")
         lines += [f"  - {e}" for e in report.errors]
@@ -281,6 +266,14 @@ def format_report(report: CloneReport) -> str:
     if report.dump_dir:
         lines.append(f"graph dumps: {report.dump_dir} (see index.md)")
     return "\n".join(lines)
+
+
+def _copy_lines(c: SurvivingClone) -> str:
+    """The copy's line (:func:`compile_checks.verdict.render_copy`), then its explanation in full."""
+    text = "  - " + render_copy({**copy_fields(c), "explanation": None})  # the summary: in full below
+    if c.explanation is not None:
+        text += "".join(f"\n      {line}" for line in c.explanation.lines())
+    return text
 
 
 def assert_no_pool_clones(
@@ -315,14 +308,13 @@ def assert_no_pool_clones(
 
 
 __all__ = [
-    "CheckSessionError",
     "CloneCheck",
     "CompileCheckError",
     "analyze_pool_clones",
     "assert_no_pool_clones",
+    "callable_name",
     "dump",
     "find_pool_clones",
-    "format_clone",
+    "first_line",
     "format_report",
-    "IncompatibleTorchError",
 ]

@@ -7,8 +7,10 @@ matter, how to compile it (``pipeline``, ``functionalization``, ``dynamic``,
 control (``expect_clean=False``) that stops cloning is a failure too: the check lost
 its power to see the bug.
 
-:func:`run_case` is the only way a case is run: the CLI, the pytest fixture, the
-reports and the built-in gate all go through it.
+:func:`run_case` is the only way a case is run: the gate, the pytest plugin's ``check``,
+the reports and the built-in scenarios all go through it; the plugin's ``session`` (a host
+loop the test writes inline) opens the same :func:`check_session` and reads the same
+:class:`CaseResult`. Whether a result met its expectation is :mod:`compile_checks.verdict`'s.
 
 Invariant: a ``Case`` holds the tensors it is checked on; running it writes its pools.
 To run the same engine step under several pipelines, build a fresh case per run (a
@@ -23,14 +25,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from compile_checks.vocab import FUNCTIONALIZATIONS, PIPELINES
+from compile_checks import verdict
+from compile_checks.pipelines import compile_for_pipeline, resolve
+from compile_checks.vocab import FUNCTIONALIZATIONS, PIPELINES, Functionalization, Pipeline
 
 if TYPE_CHECKING:  # torch is imported lazily: loading a case file must stay cheap
     import torch
 
+    from compile_checks.api import CloneCheck
     from compile_checks.check.findings import CloneReport
-
-
 
 @dataclass(frozen=True)
 class Case:
@@ -44,10 +47,12 @@ class Case:
         expect_clean: True for a case that must keep no pool copy; False for a negative control.
         driver: host loop ``driver(compiled) -> Any`` that calls the compiled callable as the
             engine does (many steps, commits, eviction); its return value is ``CaseResult.output``.
-        functionalization: "v1" | "v2"; None takes the pipeline's (stock: v2, vllm: v1).
+        functionalization: "v1" | "v2" (kept as a :class:`Functionalization`); None takes the
+            pipeline's (stock: v2, vllm: v1).
         dynamic: ``torch.compile(dynamic=...)``.
         inductor_config: ``torch._inductor.config`` patches on top of the pipeline's.
-        pipeline: one of :data:`PIPELINES`.
+        pipeline: one of :data:`PIPELINES`, kept as a :class:`Pipeline` (the one place a
+            pipeline name is validated: everything downstream takes the enum).
         verify: ``verify(output) -> (matches, max_abs_diff)``: compares the compiled run with
             an eager reference the case owns; None: no numeric check.
         ideal_bytes_per_call: the bytes one call must move at best (reports); None: derived.
@@ -63,10 +68,10 @@ class Case:
     pools: Mapping[str, torch.Tensor] = field(default_factory=dict)
     expect_clean: bool = True
     driver: Callable[[Callable[..., Any]], Any] | None = None
-    functionalization: str | None = None
+    functionalization: Functionalization | None = None
     dynamic: bool = False
     inductor_config: Mapping[str, Any] = field(default_factory=dict)
-    pipeline: str = "stock"
+    pipeline: Pipeline = Pipeline.STOCK
     verify: Callable[[Any], tuple[bool, float]] | None = None
     ideal_bytes_per_call: int | None = None
     allow_unanalysed: bool = False
@@ -80,13 +85,20 @@ class Case:
             raise ValueError(f"Case {self.name!r}: fn must be callable, got {type(self.fn).__name__}")
         if self.driver is not None and not callable(self.driver):
             raise ValueError(f"Case {self.name!r}: driver must be callable or None")
-        if self.pipeline not in PIPELINES:
-            raise ValueError(f"Case {self.name!r}: pipeline must be one of {PIPELINES}, got {self.pipeline!r}")
-        if self.functionalization is not None and self.functionalization not in FUNCTIONALIZATIONS:
+        try:
+            object.__setattr__(self, "pipeline", Pipeline(self.pipeline))
+        except ValueError:
             raise ValueError(
-                f"Case {self.name!r}: functionalization must be one of {FUNCTIONALIZATIONS} or None, "
-                f"got {self.functionalization!r}"
-            )
+                f"Case {self.name!r}: pipeline {self.pipeline!r} is not one of the pipelines {', '.join(PIPELINES)}"
+            ) from None
+        if self.functionalization is not None:
+            try:
+                object.__setattr__(self, "functionalization", Functionalization(self.functionalization))
+            except ValueError:
+                raise ValueError(
+                    f"Case {self.name!r}: functionalization must be one of {FUNCTIONALIZATIONS} or None, "
+                    f"got {self.functionalization!r}"
+                ) from None
         if not isinstance(self.args, tuple):
             raise ValueError(f"Case {self.name!r}: args must be a tuple, got {type(self.args).__name__}")
         if not isinstance(self.expect_clean, bool):
@@ -97,9 +109,15 @@ class Case:
         return dataclasses.replace(self, **changes)
 
 
+def pipeline_label(name: str, pipeline: Pipeline) -> str:
+    """``name`` on the stock pipeline, ``name[vllm]`` on another: the one label style of tables,
+    JUnit test names, dump folders and the built-in cases' names."""
+    return name if pipeline == Pipeline.STOCK else f"{name}[{pipeline}]"
+
+
 @dataclass
 class CaseResult:
-    """What :func:`run_case` found for one case."""
+    """What :func:`run_case` (or a plugin session) found for one case."""
 
     case: Case
     report: CloneReport
@@ -112,19 +130,74 @@ class CaseResult:
     notes: list[str] = field(default_factory=list)
 
     @property
-    def clean(self) -> bool:
+    def check_passed(self) -> bool:
         """No pool copy, no check error, nothing unanalysed (unless the case allows it)."""
         return self.report.check_passed
 
     @property
-    def passed(self) -> bool:
-        """The verdict matched the expectation, the check had no error or blind spot (unless allowed),
-        and the compiled run matched eager (when checked)."""
-        return (
-            not self.report.problems
-            and self.report.clean == self.case.expect_clean
-            and self.eager_match is not False
+    def verdict_met(self) -> bool:
+        """The copy verdict is ``case.expect_clean``, from a usable check (:func:`verdict.verdict_met`)."""
+        return verdict.verdict_met(
+            expect_clean=self.case.expect_clean, clean=self.report.clean, problems=self.report.problems
         )
+
+    @property
+    def passed(self) -> bool:
+        """The verdict met, and the compiled run matched eager (when checked)."""
+        return verdict.case_passed(
+            expect_clean=self.case.expect_clean,
+            clean=self.report.clean,
+            problems=self.report.problems,
+            eager_match=self.eager_match,
+        )
+
+    def failure_reasons(self, copies_listed: bool = False) -> list[str]:
+        """Why the case did not pass (:func:`verdict.failure_reasons`); empty when it passed."""
+        report = self.report
+        return verdict.failure_reasons(
+            expect_clean=self.case.expect_clean,
+            clean=report.clean,
+            problems=report.problems,
+            copies=[verdict.copy_fields(c) for c in [*report.clones, *report.other_clones]],
+            eager_match=self.eager_match,
+            max_abs_diff=self.max_abs_diff,
+            copies_listed=copies_listed,
+        )
+
+
+def check_session(case: Case, *, analysis_only: bool = False, dump_dir: str | None = None) -> CloneCheck:
+    """The (not yet entered) check session ``case`` is compiled under: its pools, and the pipeline's
+    settings with the case's overrides (:func:`compile_checks.pipelines.resolve`)."""
+    from compile_checks.api import CloneCheck  # lazy: api imports torch; loading a case file stays torch-free
+
+    settings = resolve(case)
+    return CloneCheck(
+        pools=dict(case.pools) or None,
+        functionalization=settings.functionalization,
+        dump_dir=dump_dir,
+        inductor_config=settings.inductor_config,
+        analysis_only=analysis_only,
+        allow_unanalysed=case.allow_unanalysed,
+    )
+
+
+def case_result(case: Case, check: CloneCheck, output: Any, *, started: float) -> CaseResult:
+    """The result of ``case`` once ``check`` has closed: its report, and compiled == eager via ``verify``."""
+    report = check.report
+    assert report is not None, "case_result needs a closed check session"
+    report.output = output
+    result = CaseResult(
+        case=case,
+        report=report,
+        output=output,
+        compile_seconds=sum(r.compile_seconds for r in check.probe.regions),
+        analysis_only=check.probe.analysis_only,
+    )
+    if case.verify is not None:
+        matches, diff = case.verify(output)
+        result.eager_match, result.max_abs_diff = bool(matches), float(diff)
+    result.wall_seconds = time.perf_counter() - started
+    return result
 
 
 def run_case(
@@ -138,39 +211,12 @@ def run_case(
     ``analysis_only`` stops Inductor after its post-grad passes (no C++ codegen) and runs
     that graph: the same verdict at a fraction of the cost.
     """
-    from compile_checks.api import CloneCheck
-    from compile_checks.pipelines import compile_for_pipeline, pipeline_settings
-
-    t0 = time.perf_counter()
-    settings = pipeline_settings(case.pipeline)
-    check = CloneCheck(
-        pools=dict(case.pools) or None,
-        functionalization=case.functionalization or settings.functionalization,
-        dump_dir=dump_dir,
-        inductor_config={**settings.inductor_config, **dict(case.inductor_config)},
-        analysis_only=analysis_only,
-        allow_unanalysed=case.allow_unanalysed,
-    )
+    started = time.perf_counter()
+    check = check_session(case, analysis_only=analysis_only, dump_dir=dump_dir)
     with check:
         compiled = compile_for_pipeline(check, case.fn, case.pipeline, dynamic=case.dynamic)
         output = case.driver(compiled) if case.driver is not None else compiled(*case.args, **dict(case.kwargs))
-    report = check.report
-    assert report is not None
-    report.output = output
-    result = CaseResult(
-        case=case,
-        report=report,
-        output=output,
-        compile_seconds=sum(r.compile_seconds for r in check.probe.regions),
-        analysis_only=analysis_only,
-    )
-    if case.verify is not None:
-        matches, diff = case.verify(output)
-        result.eager_match, result.max_abs_diff = bool(matches), float(diff)
-        if not matches:
-            result.notes.append(f"the compiled run differs from eager (max relative diff {diff:.3g})")
-    result.wall_seconds = time.perf_counter() - t0
-    return result
+    return case_result(case, check, output, started=started)
 
 
-__all__ = ["Case", "CaseResult", "run_case"]
+__all__ = ["Case", "CaseResult", "case_result", "check_session", "pipeline_label", "run_case"]

@@ -21,7 +21,9 @@ from compile_checks import (
     assert_no_pool_clones,
     find_pool_clones,
 )
-from compile_checks.scenarios import DEFAULT_GATE, DEFAULT_GATE_CLEAN, DEFAULT_GATE_NEGATIVE, SCENARIOS, run_scenario
+from compile_checks.case import CaseResult, run_case
+from compile_checks.reports.accounting import clone_only_bytes_per_run, node_costs
+from compile_checks.scenarios import DEFAULT_GATE, DEFAULT_GATE_CLEAN, DEFAULT_GATE_NEGATIVE, SCENARIOS, Scenario, scenario_case
 
 pytestmark = pytest.mark.compile
 
@@ -120,19 +122,26 @@ def test_compile_failure_is_a_compile_check_error_with_the_cause() -> None:
     assert "slot_mapping" in str(err.value) and err.value.__cause__ is not None
 
 
+def _run_scenario(s: Scenario, analysis_only: bool = False) -> CaseResult:
+    """The scenario through run_case: the path every case takes."""
+    return run_case(scenario_case(s), analysis_only=analysis_only)
+
+
 def test_fused_scenario_full_run_flags_every_layers_v_pool() -> None:
-    r = run_scenario(SCENARIOS["fused"], analysis_only=True)
-    s = r.scenario
-    assert not r.clean and r.passed and r.eager_match
+    s = SCENARIOS["fused"]
+    r = _run_scenario(s, analysis_only=True)
+    assert not r.check_passed and r.passed and r.eager_match
     assert sorted(c.pool for c in r.report.clones) == [f"layer{i}.v" for i in range(s.num_layers)]
     assert all(c.arg == "v_pool" and c.nbytes == 2 * s.pool_bytes for c in r.report.clones)
     # commit graph runs once per layer per chunk; the non-commit graph (denoise_steps - 1) times as often
     commit_region = r.report.clones[0].region
     assert r.report.region_calls[commit_region] == s.num_chunks * s.num_regions_per_step
     assert sum(r.report.region_calls.values()) == s.num_chunks * s.denoise_steps * s.num_regions_per_step
-    assert r.num_steps == s.num_chunks * s.denoise_steps and r.evicted_blocks >= 1
-    assert r.ideal_write_bytes == 2 * s.num_layers * s.num_chunks * s.chunk_size * s.hidden * 4
-    assert r.clone_traffic_per_run == 2 * 2 * s.pool_bytes * r.report.region_calls[commit_region]
+    assert r.output.num_steps == s.num_chunks * s.denoise_steps and r.output.evicted_blocks >= 1
+    assert s.ideal_write_bytes == 2 * s.num_layers * s.num_chunks * s.chunk_size * s.hidden * 4
+    # the copy-in of each clone (read + write of the whole fused storage) every time the commit graph runs
+    copy_in = clone_only_bytes_per_run(node_costs(s.name, r.report))
+    assert copy_in == 2 * 2 * s.pool_bytes * r.report.region_calls[commit_region]
 
 
 # ATen-write commits (index_put) have no auto_functionalized op: tests/test_scenarios_cases.py
@@ -140,10 +149,10 @@ def test_fused_scenario_full_run_flags_every_layers_v_pool() -> None:
 def test_scenario_verdict(name: str) -> None:
     """Every scenario, full loop, analysis-only (Inductor stops after its post-grad passes)."""
     s = SCENARIOS[name]
-    r = run_scenario(s, analysis_only=True)
+    r = _run_scenario(s, analysis_only=True)
     assert r.passed, f"{name}: expected clean={s.expect_clean}, got clones {[(c.arg, c.pool) for c in r.report.clones]}"
     assert r.eager_match, f"{name}: compiled differs from eager by {r.max_abs_diff}"
-    assert r.num_steps == s.num_chunks * s.denoise_steps and r.evicted_blocks >= 1
+    assert r.output.num_steps == s.num_chunks * s.denoise_steps and r.output.evicted_blocks >= 1
     mutated = {(m.arg, m.pool) for m in r.report.mutated_args}
     assert mutated == {(a, f"layer{i}.{a[0]}") for i in range(s.num_layers) for a in ("k_pool", "v_pool")}
     cloned = {(m.arg, m.pool) for m in r.report.mutated_args if not m.reinplaced}
@@ -154,8 +163,8 @@ def test_scenario_verdict(name: str) -> None:
 def test_full_inductor_compile_gives_the_analysis_only_verdict(name: str) -> None:
     """The fast mode used above must agree with a real compile (commit graph only, to stay short)."""
     s = dataclasses.replace(SCENARIOS[name], denoise_steps=1)
-    full = run_scenario(s)
-    fast = run_scenario(s, analysis_only=True)
+    full = _run_scenario(s)
+    fast = _run_scenario(s, analysis_only=True)
     key = lambda r: sorted((c.arg, c.pool, c.nbytes) for c in r.report.clones)  # noqa: E731
     assert key(full) == key(fast) and full.passed and full.eager_match
     assert all(b > 0 for b in full.report.region_kernel_bytes.values())

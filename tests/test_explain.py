@@ -1,4 +1,4 @@
-"""Explanation formatting on every surface: summary, lines, to_dict, format_clone / format_report, index excerpts."""
+"""Explanation formatting on every surface: summary, lines, to_dict, render_copy / format_report, index excerpts."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from compile_checks.api import format_clone, format_report
+from compile_checks.api import format_report
+from compile_checks.verdict import copy_fields, render_copy
 from compile_checks.explain.dumps import excerpt, render_explanation, side_by_side
 from compile_checks.explain.explanations import Conflict, Explanation
 from compile_checks.check.findings import CloneReport, SurvivingClone
@@ -78,12 +79,14 @@ def test_to_dict_is_json_and_rides_on_the_clone() -> None:
     assert CloneReport(clones=[_clone(RAW)]).to_dict()["clones"][0]["explanation"]["cause"] == "read_after_write"
 
 
-def test_format_clone_and_report_print_the_explanation() -> None:
-    text = format_clone(_clone(RAW))
-    assert text.splitlines()[1:] == [f"      {line}" for line in RAW.lines()]
+def test_render_copy_and_report_print_the_explanation() -> None:
     report = format_report(CloneReport(clones=[_clone(RAW)], num_regions=1))
+    lines = report.splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("  - "))
+    assert lines[first + 1 : first + 1 + len(RAW.lines())] == [f"      {line}" for line in RAW.lines()]
     assert "culprit pass: reorder_for_locality" in report and "fix: commit before the window gather" in report
-    assert format_clone(_clone(None)).count("\n") == 0
+    assert render_copy(copy_fields(_clone(RAW))).endswith(f" -- {RAW.summary()}")  # the one-line form
+    assert render_copy(copy_fields(_clone(None))).count("\n") == 0
 
 
 SOURCE = "\n".join(

@@ -16,7 +16,8 @@ import ar_paging  # noqa: F401 - registers torch.ops.ar_paging.paged_write
 from compile_checks.explain import culprit_pass as pass_bisect
 from compile_checks.api import CloneCheck, format_report
 from compile_checks.check.findings import SurvivingClone
-from compile_checks.scenarios import SCENARIOS, run_scenario
+from compile_checks.case import run_case
+from compile_checks.scenarios import SCENARIOS, scenario_case
 from compile_checks.explain.user_source import absolute_path
 
 N, H, D, T, W = 256, 2, 8, 8, 16
@@ -88,7 +89,7 @@ def small(name: str):  # type: ignore[no-untyped-def]
 
 
 def test_fused_scenario_is_shared_storage() -> None:
-    report = run_scenario(small("fused"), analysis_only=True).report
+    report = run_case(scenario_case(small("fused")), analysis_only=True).report
     assert len(report.clones) == 2
     for c in report.clones:
         layer = c.pool.split(".")[0]
@@ -99,7 +100,7 @@ def test_fused_scenario_is_shared_storage() -> None:
 
 
 def test_read_after_write_scenario_blames_reorder_for_locality_verified() -> None:
-    report = run_scenario(small("read_after_write"), analysis_only=True).report
+    report = run_case(scenario_case(small("read_after_write")), analysis_only=True).report
     assert sorted(c.arg for c in report.clones) == ["k_pool", "k_pool", "v_pool", "v_pool"]
     for c in report.clones:
         # the read is named at the model's line, with the ar_paging function it read through after it

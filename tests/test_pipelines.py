@@ -94,7 +94,7 @@ def test_changing_vllms_config_changes_the_settings(fresh_settings, monkeypatch)
 
 
 def test_environment_restored(fresh_settings, monkeypatch):
-    from compile_checks.pipelines.vllm import vllm_env
+    from compile_checks.pipelines.vllm_env import vllm_env
 
     monkeypatch.delenv("VLLM_TARGET_DEVICE", raising=False)
     monkeypatch.setenv("VLLM_USE_AOT_COMPILE", "1")
@@ -108,7 +108,7 @@ def test_environment_restored(fresh_settings, monkeypatch):
 
 
 def test_cuda_host_is_refused(monkeypatch):
-    from compile_checks.pipelines.vllm import VllmPipelineError, vllm_env
+    from compile_checks.pipelines.vllm_env import VllmPipelineError, vllm_env
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     with pytest.raises(VllmPipelineError, match="vllm-piecewise"):
@@ -134,7 +134,7 @@ def test_import_does_not_import_vllm():
 def test_plain_function_under_vllm(layout, clean, pipeline):
     result = run_case(commit_case(layout, pipeline), analysis_only=True)
     assert result.report.num_regions == 1
-    assert result.clean is clean
+    assert result.check_passed is clean
     if not clean:  # the negative control: a pool-sized clone of the shared storage
         assert {c.pool for c in result.report.clones} == {"v"}
         assert max(c.nbytes for c in result.report.clones) == 2 * N * H * D * 4
@@ -144,8 +144,8 @@ def test_fused_kv_clones_under_vllm_but_not_stock():
     """One (2, N, H, D) input split inside: v2 re-inplaces it, vLLM's v1 keeps clones of it."""
     stock = run_case(commit_case("fused_kv", "stock"), analysis_only=True)
     vllm = run_case(commit_case("fused_kv", "vllm"), analysis_only=True)
-    assert stock.clean
-    assert not vllm.clean and {c.pool for c in vllm.report.clones} == {"kv"}
+    assert stock.check_passed
+    assert not vllm.check_passed and {c.pool for c in vllm.report.clones} == {"kv"}
 
 
 # ---- @support_torch_compile modules through vLLM's wrapper ------------------------------------------------
@@ -164,8 +164,8 @@ def test_vllm_module_cases_through_vllms_wrapper():
         assert case.fn.compiled  # vLLM's __call__ compiled it ...
         assert result.report.num_regions == 1  # ... and the check observed that compile
         assert result.passed and result.eager_match
-    assert results[0].clean
-    assert not results[1].clean and {c.pool for c in results[1].report.clones} == {"v"}
+    assert results[0].check_passed
+    assert not results[1].check_passed and {c.pool for c in results[1].report.clones} == {"v"}
 
 
 def test_module_compiled_outside_the_check_is_refused():
@@ -173,7 +173,7 @@ def test_module_compiled_outside_the_check_is_refused():
     from compile_checks.scenarios.vllm_module import vllm_module_case
 
     case = vllm_module_case(fused=True)
-    assert not run_case(case, analysis_only=True).clean
+    assert not run_case(case, analysis_only=True).check_passed
     with pytest.raises(ValueError, match="already compiled by vLLM"):
         run_case(case, analysis_only=True)
 
@@ -249,7 +249,7 @@ def test_piecewise_case_through_run_case():
 
     results = [run_case(c, analysis_only=True) for c in vllm_module_cases("vllm-piecewise")]
     assert [r.passed for r in results] == [True, True]
-    assert [r.clean for r in results] == [True, False]
+    assert [r.check_passed for r in results] == [True, False]
 
 
 def _python(code: str) -> str:
@@ -259,13 +259,13 @@ def _python(code: str) -> str:
 
 
 def test_prepare_process_for_vllm_sets_the_platform_only_before_vllm(monkeypatch):
-    from compile_checks.pipelines.vllm import prepare_process_for_vllm
+    from compile_checks.pipelines.vllm_env import prepare_process_for_vllm
 
     monkeypatch.delenv("VLLM_TARGET_DEVICE", raising=False)
     assert prepare_process_for_vllm() is False  # vLLM is already imported here: too late to matter
     assert "VLLM_TARGET_DEVICE" not in os.environ
     out = _python(
-        "from compile_checks.pipelines.vllm import prepare_process_for_vllm\n"
+        "from compile_checks.pipelines.vllm_env import prepare_process_for_vllm\n"
         "assert prepare_process_for_vllm()\n"
         "from vllm.platforms import current_platform; print(current_platform.is_cpu())\n"
     )
@@ -276,7 +276,7 @@ def test_platform_resolved_without_cpu_target_is_a_clear_error():
     """Negative control for the entry-point rule: vLLM's platform resolved first, without VLLM_TARGET_DEVICE."""
     out = _python(
         "from vllm.platforms import current_platform; current_platform.is_cpu()\n"
-        "from compile_checks.pipelines.vllm import VllmPipelineError, vllm_env\n"
+        "from compile_checks.pipelines.vllm_env import VllmPipelineError, vllm_env\n"
         "try:\n    with vllm_env(): pass\nexcept VllmPipelineError as e:\n    print('refused:', e)\n"
     )
     assert "refused: vLLM's platform was resolved as UnspecifiedPlatform" in out
@@ -288,7 +288,7 @@ def test_vllm_module_full_compile_matches_eager():
     from compile_checks.scenarios.vllm_module import vllm_module_case
 
     result = run_case(vllm_module_case(fused=False, pipeline="vllm"))
-    assert result.clean and result.eager_match is True
+    assert result.check_passed and result.eager_match is True
 
 
 def test_module_through_vllms_wrapper_is_explained_at_the_users_line() -> None:

@@ -11,6 +11,10 @@ from pathlib import Path
 
 import ar_paging  # noqa: F401  # before pytester snapshots sys.modules: vLLM registers its opaque types once per process
 import pytest
+import torch
+
+from compile_checks.case import Case, CaseResult
+from compile_checks.check.findings import CloneReport, SurvivingClone
 
 pytest_plugins = ["pytester"]
 
@@ -53,12 +57,12 @@ def loop(pool_clone_check, k, v, **session_kwargs):
 
 def test_split_clean(pool_clone_check):
     result = pool_clone_check.check(case("split", True))
-    assert result.clean and result.passed and result.analysis_only
+    assert result.check_passed and result.passed and result.analysis_only
 
 
 def test_fused_negative_control_passes(pool_clone_check):
     result = pool_clone_check.check(case("fused", False))
-    assert not result.clean and result.passed
+    assert not result.check_passed and result.passed
 
 
 def test_fused_expected_clean_fails(pool_clone_check):
@@ -115,6 +119,69 @@ def test_default_mode(pool_clone_check):
 '''
 
 
+def _noop() -> None:
+    """A case's fn for results built by hand (nothing is compiled)."""
+
+
+def _copy(pool: str = "layer0.v") -> SurvivingClone:
+    return SurvivingClone(op="ar_paging::paged_write", arg="v_pool", nbytes=4096, shape=(64, 2, 8),
+                          dtype=torch.float32, pool=pool, node="clone_default")
+
+
+def _old_case_failure_first_line(result: CaseResult) -> str:
+    """The plugin's message before issue 15: it keyed on ``check_passed`` (no copies AND no problems)."""
+    if result.check_passed != result.case.expect_clean:
+        if result.case.expect_clean:
+            return f"case {result.case.name!r}: expected no pool clones, but the check found some"
+        return f"case {result.case.name!r} is a negative control (expect_clean=False) but came out clean"
+    return f"case {result.case.name!r}: the check could not decide"
+
+
+def test_a_check_error_without_copies_is_reported_as_a_check_error() -> None:
+    from compile_checks.gate.plugin import _case_failure
+
+    report = CloneReport(num_regions=1, errors=["named pool 'layer0.k' was never received"])
+    result = CaseResult(case=Case("split", _noop, expect_clean=True), report=report)
+    # negative control: the old rule calls this error a clone the check "found"
+    assert _old_case_failure_first_line(result).endswith("expected no pool clones, but the check found some")
+    message = _case_failure(result)
+    assert message.startswith("case 'split': the check could not decide: named pool 'layer0.k' was never received")
+    assert "survive reinplacing" not in message and "found some" not in message
+    # the twin: a real copy and no error is named as the copy, not as a check error
+    copied = _case_failure(CaseResult(case=Case("fused", _noop), report=CloneReport(clones=[_copy()], num_regions=1)))
+    assert copied.startswith("case 'fused': 1 pool clone(s) survive reinplacing") and "could not decide" not in copied
+    assert "ar_paging::paged_write argument 'v_pool' (pool layer0.v)" in copied
+
+
+@pytest.mark.parametrize(
+    ("expect_clean", "clones", "errors", "eager_match", "reason"),
+    [
+        (True, [], ["an unresolvable size"], None, "the check could not decide: an unresolvable size"),
+        (True, [_copy()], [], None, "1 pool clone(s) survive reinplacing: ar_paging::paged_write argument 'v_pool'"),
+        (False, [], [], None, "negative control stopped cloning: expected a surviving pool clone, found none"),
+        (True, [], [], False, "compiled != eager (max relative diff 0.5)"),
+    ],
+)
+def test_plugin_junit_and_table_give_one_reason(expect_clean, clones, errors, eager_match, reason) -> None:
+    """The in-process result and the gate's plain outcome decide and word a failure alike."""
+    from compile_checks.gate.junit import failure_message
+    from compile_checks.gate.plan import TARGET, CaseSource, PlannedCase
+    from compile_checks.gate.runner import outcome_from_result
+
+    case = Case("c", _noop, expect_clean=expect_clean)
+    result = CaseResult(case=case, report=CloneReport(clones=clones, errors=errors, num_regions=1),
+                        eager_match=eager_match, max_abs_diff=0.5 if eager_match is False else None)
+    planned = PlannedCase(CaseSource(TARGET, "x.py:c"), "c", "c", case.pipeline, expect_clean, True)
+    outcome = outcome_from_result(planned, result)
+    assert not result.passed and not outcome.passed and result.verdict_met == outcome.verdict_met
+    assert result.failure_reasons() == outcome.failure_reasons() and result.failure_reasons()[0].startswith(reason)
+    assert failure_message(outcome) == " | ".join(result.failure_reasons())
+    # the clean twin: nothing to report
+    twin = CaseResult(case=Case("c", _noop), report=CloneReport(num_regions=1), eager_match=True)
+    planned = PlannedCase(planned.source, "c", "c", case.pipeline, True, True)
+    assert twin.passed and twin.failure_reasons() == [] and failure_message(outcome_from_result(planned, twin)) is None
+
+
 @pytest.mark.compile
 def test_cases_marker_and_session(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_user=USER_CASES)
@@ -123,10 +190,10 @@ def test_cases_marker_and_session(pytester: pytest.Pytester) -> None:
     out = result.stdout.str()
     failed = {line.split("::")[1].split(" ")[0] for line in out.splitlines() if line.startswith("FAILED")}
     assert failed == {"test_fused_expected_clean_fails", "test_split_as_negative_control_fails", "test_session_fused_fails"}
-    assert "case 'fused': expected no pool clones, but the check found some" in out
+    assert "case 'fused': 1 pool clone(s) survive reinplacing" in out
     assert "ar_paging::paged_write argument 'v_pool' (pool layer0.v)" in out
-    assert "case 'split' is a negative control (expect_clean=False) but came out clean" in out
-    assert "session: expected no pool clones" in out
+    assert "case 'split': negative control stopped cloning: expected a surviving pool clone, found none" in out
+    assert "case 'session': 1 pool clone(s) survive reinplacing" in out
     assert "unknown argument(s) bogus" in out
     kept = set(re.findall(r"dumps kept at (/\S+)", out))
     assert len(kept) == 3 and all(Path(d, "index.md").is_file() for d in kept)

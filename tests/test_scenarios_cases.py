@@ -12,6 +12,8 @@ import pytest
 
 from _checks import check_rejects
 from compile_checks.case import Case, CaseResult, run_case
+from compile_checks.pipelines import resolve
+from compile_checks.reports.accounting import bytes_per_run, node_costs
 from compile_checks.scenarios import (
     DEFAULT_GATE,
     DEFAULT_GATE_CLEAN,
@@ -19,11 +21,10 @@ from compile_checks.scenarios import (
     FULL_COMPILE_SMOKE,
     SCENARIOS,
     Scenario,
-    ScenarioResult,
     builtin_cases,
-    run_scenario,
     scenario_case,
 )
+from compile_checks.scenarios.host_loop import RunStats
 
 # ------------------------------------------------------------------------------------------
 # construction (no compile)
@@ -70,19 +71,24 @@ def test_ideal_bytes_per_call_comes_from_the_window_model() -> None:
 
 def test_builtin_cases_default_is_the_gate_on_both_pipelines() -> None:
     cases = builtin_cases()
-    assert [c.name for c in cases] == [n for g in DEFAULT_GATE for n in (g, f"{g}@vllm")]
+    # the scenarios on both pipelines, then vLLM's own wrapper around a layer (clean, and its fused control)
+    assert [c.name for c in cases] == [n for g in DEFAULT_GATE for n in (g, f"{g}[vllm]")] + [
+        "vllm_module_split[vllm]",
+        "vllm_module_fused[vllm]",
+    ]
     assert {c.pipeline for c in cases} == {"stock", "vllm"}
     by_name = {c.name: c for c in cases}
-    assert by_name["split@vllm"].meta["scenario"] is SCENARIOS["split"]
-    assert by_name["fused@vllm"].expect_clean is False and by_name["commit_before@vllm"].expect_clean is True
-    # every case owns its pools: running split must not write split@vllm's
-    assert by_name["split"].pools["layer0.k"] is not by_name["split@vllm"].pools["layer0.k"]
+    assert by_name["split[vllm]"].meta["scenario"] is SCENARIOS["split"]
+    assert by_name["fused[vllm]"].expect_clean is False and by_name["commit_before[vllm]"].expect_clean is True
+    assert by_name["vllm_module_fused[vllm]"].expect_clean is False
+    # every case owns its pools: running split must not write split[vllm]'s
+    assert by_name["split"].pools["layer0.k"] is not by_name["split[vllm]"].pools["layer0.k"]
 
 
 def test_builtin_cases_names_and_pipelines() -> None:
     cases = builtin_cases(["fused_kv", "index_put_commit_last"], pipelines=("stock",))
     assert [c.name for c in cases] == ["fused_kv", "index_put_commit_last"]
-    assert [c.name for c in builtin_cases(["split"], pipelines=("vllm-piecewise",))] == ["split@vllm-piecewise"]
+    assert [c.name for c in builtin_cases(["split"], pipelines=("vllm-piecewise",))] == ["split[vllm-piecewise]"]
 
 
 def test_gate_sets() -> None:
@@ -129,7 +135,7 @@ def _all_pools(name: str) -> set[str]:
 @pytest.mark.parametrize("name", ["fused_kv_v1", "attn_op_commit_after"])
 def test_negative_control_clones_k_and_v_of_every_layer(name: str) -> None:
     r = _run(name)
-    assert not r.clean and r.passed and r.eager_match, r.notes
+    assert not r.check_passed and r.passed and r.eager_match, r.notes
     assert _cloned(r) == _all_pools(name)
 
 
@@ -139,7 +145,7 @@ def test_negative_control_clones_k_and_v_of_every_layer(name: str) -> None:
 )
 def test_clean_twin_keeps_no_pool_copy(name: str) -> None:
     r = _run(name)
-    assert r.clean and r.passed and r.eager_match, [(c.arg, c.pool) for c in r.report.clones]
+    assert r.check_passed and r.passed and r.eager_match, [(c.arg, c.pool) for c in r.report.clones]
 
 
 def test_commit_before_writes_every_step_and_reads_the_chunk_back_in_place() -> None:
@@ -152,7 +158,7 @@ def test_commit_before_writes_every_step_and_reads_the_chunk_back_in_place() -> 
 def test_index_put_commit_is_caught() -> None:
     """Negative control: the generated code copies both pools (test_scenarios_generated_code.py)."""
     r = _run("index_put_commit")
-    assert not r.clean and r.passed
+    assert not r.check_passed and r.passed
 
 
 def test_index_put_commit_runs_and_matches_eager() -> None:
@@ -163,21 +169,21 @@ def test_index_put_commit_runs_and_matches_eager() -> None:
 
 
 # ------------------------------------------------------------------------------------------
-# run_scenario is run_case
+# a scenario runs through run_case like any case; its host loop's accounting is the output
 # ------------------------------------------------------------------------------------------
 
 
-def test_run_scenario_wraps_run_case() -> None:
+def test_scenario_case_runs_through_run_case_with_its_host_loops_accounting() -> None:
     s = SCENARIOS["attn_op_commit_after"]
-    r = run_scenario(s, analysis_only=True)
-    assert isinstance(r, ScenarioResult) and isinstance(r.case_result, CaseResult)
-    assert r.case_result.case.meta["scenario"] is s and r.case_result.analysis_only
-    assert r.report is r.case_result.report and r.passed and not r.clean and r.eager_match
-    assert r.scenario.functionalization == "v2" and r.scenario.name == s.name  # resolved from the pipeline
-    assert r.num_steps == s.num_chunks * s.denoise_steps and r.evicted_blocks >= 1
-    assert r.ideal_read_bytes == s.ideal_read_bytes and r.ideal_write_bytes == s.ideal_write_bytes
+    r = run_case(scenario_case(s), analysis_only=True)
+    stats = r.output
+    assert isinstance(r, CaseResult) and isinstance(stats, RunStats) and r.report.output is stats
+    assert r.case.meta["scenario"] is s and r.analysis_only
+    assert r.passed and not r.check_passed and r.eager_match
+    assert resolve(r.case).functionalization == "v2" and r.case.name == s.name  # resolved from the pipeline
+    assert stats.num_steps == s.num_chunks * s.denoise_steps and stats.evicted_blocks >= 1
+    assert 2 * s.num_layers * stats.resident_tokens_read * s.token_bytes == s.ideal_read_bytes
     calls = sum(r.report.region_calls.values())
     assert calls == s.num_region_calls
-    assert (r.ideal_read_bytes + r.ideal_write_bytes) // calls == r.case_result.case.ideal_bytes_per_call
-    assert r.clone_traffic_per_run > 0
-
+    assert (s.ideal_read_bytes + s.ideal_write_bytes) // calls == r.case.ideal_bytes_per_call
+    assert bytes_per_run(node_costs(s.name, r.report)) > 0

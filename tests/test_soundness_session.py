@@ -19,7 +19,8 @@ from torch._inductor import compile_fx as compile_fx_module
 from torch._inductor.fx_passes import post_grad as post_grad_module
 
 from compile_checks.check import backend, hooks
-from compile_checks.api import CheckSessionError, CloneCheck, CompileCheckError, format_report
+from compile_checks.api import CloneCheck, CompileCheckError, format_report
+from compile_checks.check.hooks import CheckSessionError
 from compile_checks.check.attribution import build_report
 from compile_checks.check.graph.blind_spots import subgraph_mutations
 from compile_checks.case import Case, run_case
@@ -216,9 +217,9 @@ def test_run_case_fails_on_unanalysed_unless_the_case_allows_it() -> None:
         return Case(name=f"bw_allow={allow}", fn=fn, pools={"k": k, "v": v}, driver=driver, allow_unanalysed=allow)
 
     strict = run_case(case(False), analysis_only=True)
-    assert strict.report.unanalysed and not strict.clean and not strict.passed
+    assert strict.report.unanalysed and not strict.check_passed and not strict.passed
     allowed = run_case(case(True), analysis_only=True)
-    assert allowed.clean and allowed.passed
+    assert allowed.check_passed and allowed.passed
 
 
 def test_phase_timings_are_recorded_per_region() -> None:

@@ -11,16 +11,18 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from compile_checks.gate.junit import clone_line
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
 from compile_checks.gate.runner import PHASES, Outcome
+from compile_checks.verdict import render_copy
 
 SCHEMA_VERSION = 1
 
 
 def _esc(text: str) -> str:
     """Case labels and messages are the user's text: ``split[codegen]`` is not rich markup."""
-    from rich.markup import escape
-
     return escape(text)
 
 
@@ -39,8 +41,6 @@ def json_document(outcomes: Sequence[Outcome], code: int, seconds: float, notes:
 
 
 def _console() -> Any:
-    from rich.console import Console
-
     console = Console()
     if not console.is_terminal:
         console = Console(width=160)  # piped / CI logs: do not squeeze the table to 80 columns
@@ -65,8 +65,6 @@ def _eager(o: Outcome) -> str:
 
 
 def verdict_table(outcomes: Sequence[Outcome], title: str) -> Any:
-    from rich.table import Table
-
     t = Table(title=title)
     for col in ("case", "pipeline", "mode", "verdict", "expected", "eager==compiled", "result", "wall s"):
         t.add_column(col)
@@ -86,8 +84,6 @@ def verdict_table(outcomes: Sequence[Outcome], title: str) -> Any:
 
 def timings_table(outcomes: Sequence[Outcome]) -> Any:
     """Per case: seconds in each compile phase (summed over its regions), compile total, wall."""
-    from rich.table import Table
-
     t = Table(title="timings (s)")
     for col in ("case", *PHASES, "compile", "run+verify", "wall"):
         t.add_column(col, justify="right" if col != "case" else "left")
@@ -120,15 +116,11 @@ def print_results(
     console = _console()
     console.print(verdict_table(outcomes, title))
     for o in outcomes:
-        if o.error is not None:
-            console.print(f"  {o.label}: {o.error}", highlight=False, markup=False)
-        for c in o.clones:
-            console.print(f"  {o.label}: {clone_line(c)}", highlight=False, markup=False)
-        for e in o.check_errors:
-            console.print(f"  {o.label}: {e}", highlight=False, markup=False)
-        if not o.passed and not o.expect_clean and o.clean:
-            msg = f"  {o.label}: negative control stopped cloning (the check lost its power)"
-            console.print(msg, highlight=False, markup=False)
+        # every surviving copy (a negative control's too: the evidence it still sees the bug), then
+        # why the case failed, if it did
+        lines = [render_copy(c) for c in [*o.clones, *o.other_clones]] + o.failure_reasons(copies_listed=True)
+        for line in lines:
+            console.print(f"  {o.label}: {line}", highlight=False, markup=False)
     for n in notes:
         console.print(f"note: {n}", highlight=False, markup=False)
     if timings:

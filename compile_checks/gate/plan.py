@@ -13,15 +13,14 @@ The built-in gate adds a small, explicit codegen smoke (``FULL_COMPILE_SMOKE``, 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from compile_checks.vocab import Mode
-
-if TYPE_CHECKING:
-    from compile_checks.case import Case
+from compile_checks.case import Case, pipeline_label
+from compile_checks.gate.targets import load_target
+from compile_checks.vocab import Mode, Pipeline
 
 BUILTIN = "builtin"
 TARGET = "target"
@@ -34,7 +33,7 @@ class CaseSource:
     kind: str  # BUILTIN | TARGET
     spec: str = ""  # the target ("file.py:NAME" / "pkg.mod:NAME"); unused for BUILTIN
     base_dir: str = ""  # relative file targets are taken from here
-    pipeline: str | None = None  # re-target every case to this pipeline; None keeps the case's own
+    pipeline: Pipeline | None = None  # re-target every case to this pipeline; None keeps the case's own
     names: tuple[str, ...] = ()  # BUILTIN: the scenario names
     smoke: bool = False  # BUILTIN: the codegen smoke's commit-graph-only variants
 
@@ -42,9 +41,9 @@ class CaseSource:
         if self.kind == BUILTIN and self.smoke:
             return smoke_cases(self.names)
         if self.kind == BUILTIN:
-            return builtin_cases(self.names, (self.pipeline or "stock",))
-        from compile_checks.gate.targets import load_target
+            from compile_checks.scenarios import builtin_cases  # lazy: the scenarios import torch
 
+            return builtin_cases(self.names or None, (self.pipeline or Pipeline.STOCK,))
         cases = load_target(self.spec, self.base_dir or None)
         if self.pipeline is None:
             return cases
@@ -59,7 +58,7 @@ class PlannedCase:
     source: CaseSource
     case_name: str  # the Case.name within its source
     label: str  # unique in the run: tables, JUnit test names, dump folders
-    pipeline: str
+    pipeline: Pipeline
     expect_clean: bool
     analysis_only: bool
     codegen_smoke: bool = False
@@ -79,22 +78,6 @@ class GatePlan:
     notes: list[str] = field(default_factory=list)
 
 
-def builtin_cases(names: Sequence[str] | None, pipelines: Sequence[str]) -> list[Case]:
-    """The built-in scenarios as cases (``names`` empty: the default gate) under ``pipelines``.
-
-    The default gate under a vLLM pipeline also holds ``compile_checks.scenarios.vllm_module``'s
-    ``@support_torch_compile`` module and its fused twin, compiled through vLLM's own wrapper.
-    """
-    from compile_checks.scenarios import builtin_cases as scenario_cases
-
-    cases = scenario_cases(list(names) if names else None, pipelines=tuple(pipelines))
-    if not names:
-        from compile_checks.scenarios.vllm_module import vllm_module_cases
-
-        cases += [c for p in pipelines if p != "stock" for c in vllm_module_cases(pipeline=p)]
-    return cases
-
-
 def smoke_cases(names: Sequence[str]) -> list[Case]:
     """The codegen smoke: each scenario with one denoising step per chunk, on the stock pipeline.
 
@@ -103,21 +86,19 @@ def smoke_cases(names: Sequence[str]) -> list[Case]:
     eviction; the non-commit graph's verdict is already decided in analysis mode. Measured on the
     2-core box: split fully compiled in 54.9 s with 1 step vs 76.8 s with 3 (codegen 48 vs 72 s).
     """
-    import dataclasses
-
-    from compile_checks.scenarios import SCENARIOS, scenario_case
+    from compile_checks.scenarios import SCENARIOS, scenario_case  # lazy: the scenarios import torch
 
     return [scenario_case(dataclasses.replace(SCENARIOS[n], denoise_steps=1)) for n in names]
 
 
 def codegen_smoke_names() -> tuple[str, ...]:
-    from compile_checks.scenarios import FULL_COMPILE_SMOKE
+    from compile_checks.scenarios import FULL_COMPILE_SMOKE  # lazy: the scenarios import torch
 
     return tuple(FULL_COMPILE_SMOKE)
 
 
 def scenario_names() -> list[str]:
-    from compile_checks.scenarios import SCENARIOS
+    from compile_checks.scenarios import SCENARIOS  # lazy: the scenarios import torch
 
     return list(SCENARIOS)
 
@@ -126,16 +107,16 @@ def _add_source(plan: GatePlan, source: CaseSource, *, analysis_only: bool, smok
     cases = source.load()
     plan.preloaded[source] = cases
     for c in cases:
-        label = c.name
+        label = c.name  # a built-in case's name is already labelled: split[vllm]
         if smoke:
             label += CODEGEN_SUFFIX
-        elif source.kind == TARGET and source.pipeline is not None and c.pipeline != "stock":
-            label += f"[{c.pipeline}]"
+        elif source.kind == TARGET and source.pipeline is not None:
+            label = pipeline_label(c.name, c.pipeline)  # one target, several pipelines
         plan.cases.append(PlannedCase(source, c.name, label, c.pipeline, c.expect_clean, analysis_only, smoke))
 
 
 def plan_targets(
-    specs: Sequence[str], base_dir: str | Path, pipelines: Sequence[str], *, mode: Mode
+    specs: Sequence[str], base_dir: str | Path, pipelines: Sequence[Pipeline], *, mode: Mode
 ) -> GatePlan:
     """The user's cases, once per pipeline in ``pipelines`` (or each under its own when empty)."""
     plan = GatePlan()
@@ -147,7 +128,7 @@ def plan_targets(
 
 
 def plan_builtin(
-    scenarios: Sequence[str], pipelines: Sequence[str], *, mode: Mode
+    scenarios: Sequence[str], pipelines: Sequence[Pipeline], *, mode: Mode
 ) -> GatePlan:
     """The built-in gate (``scenarios`` empty) or the named scenarios, per pipeline.
 
@@ -158,10 +139,10 @@ def plan_builtin(
     if unknown:
         raise ValueError(f"unknown scenario {', '.join(map(repr, unknown))}; valid: {', '.join(valid)}")
     plan = GatePlan()
-    for pipeline in pipelines or ("stock", "vllm"):
+    for pipeline in pipelines or (Pipeline.STOCK, Pipeline.VLLM):
         _add_source(plan, CaseSource(BUILTIN, pipeline=pipeline, names=tuple(scenarios)), analysis_only=mode.analysis_only)
     if mode.codegen_smoke and not scenarios:
-        source = CaseSource(BUILTIN, pipeline="stock", names=codegen_smoke_names(), smoke=True)
+        source = CaseSource(BUILTIN, pipeline=Pipeline.STOCK, names=codegen_smoke_names(), smoke=True)
         _add_source(plan, source, analysis_only=False, smoke=True)
     _check_unique(plan)
     return plan
@@ -174,4 +155,16 @@ def _check_unique(plan: GatePlan) -> None:
         raise ValueError(f"duplicate case names in one gate run: {', '.join(dupes)}")
 
 
-__all__ = ["CODEGEN_SUFFIX", "CaseSource", "GatePlan", "PlannedCase", "builtin_cases", "plan_builtin", "plan_targets"]
+__all__ = [
+    "BUILTIN",
+    "CODEGEN_SUFFIX",
+    "TARGET",
+    "CaseSource",
+    "GatePlan",
+    "PlannedCase",
+    "codegen_smoke_names",
+    "plan_builtin",
+    "plan_targets",
+    "scenario_names",
+    "smoke_cases",
+]

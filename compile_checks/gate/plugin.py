@@ -18,32 +18,38 @@
 
 ``check(case)`` runs the case through :func:`compile_checks.case.run_case` (the one path the
 CLI uses too) and fails the test unless the case met its expectation (a negative control
-``expect_clean=False`` must still clone). Analysis-only mode: the ``check``/``session``
+``expect_clean=False`` must still clone); ``session`` is a case too, opened with the same
+:func:`~compile_checks.case.check_session` and judged by the same ``CaseResult``. Analysis-only mode: the ``check``/``session``
 argument, else the marker's ``analysis_only``, else ``--compile-checks-analysis-only``.
 
 Each check writes its depyf dumps under ``tmp_path/compile_checks/check<N>``; the failure
 message names op, argument, pool, bytes and the dump's ``file:line``. Dumps of passing checks
 are removed unless ``--keep-compile-dumps`` is given; dumps of failing checks are kept.
 
-Loading the plugin imports neither torch nor the checker: a test session that never asks for
-the fixture pays nothing (torch is imported when a check first runs).
+Loading the plugin imports no torch (``compile_checks.case`` is torch-free; the checker,
+``compile_checks.api``, is imported when a check first runs): a test session that never asks
+for the fixture pays nothing.
 """
 
 from __future__ import annotations
 
 import contextlib
 import shutil
+import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from compile_checks.case import Case, CaseResult, case_result, check_session, run_case
+from compile_checks.pipelines import compile_for_pipeline
+from compile_checks.vocab import Pipeline
+
 if TYPE_CHECKING:  # only for annotations: importing them at load time would import torch
     import torch
 
     from compile_checks.api import CloneCheck
-    from compile_checks.case import Case, CaseResult
     from compile_checks.check.findings import CloneReport
 
 MARKER = "compile_checks"
@@ -71,27 +77,19 @@ def _marker_options(node: pytest.Item | None) -> dict[str, Any]:
     return options
 
 
-def _verdict_met(report: CloneReport, expect_clean: bool) -> bool:
-    """The expected verdict from a usable check: errors and blind spots (unless allowed) fail both ways."""
-    return not report.problems and report.clean == expect_clean
-
-
 def _case_failure(result: CaseResult) -> str:
-    """Why a case did not meet its expectation, with the checker's own report."""
-    from compile_checks.api import format_report
+    """Why a case did not pass (:meth:`CaseResult.failure_reasons`), then the checker's own report."""
+    from compile_checks.api import format_report  # lazy: api imports torch, the plugin loads without it
 
-    case = result.case
-    if result.clean != case.expect_clean:
-        if case.expect_clean:
-            why = f"case {case.name!r}: expected no pool clones, but the check found some"
-        else:
-            why = f"case {case.name!r} is a negative control (expect_clean=False) but came out clean: the check lost its power to see the bug"
-    elif result.eager_match is False:
-        why = f"case {case.name!r}: the compiled run does not match eager"
-    else:  # e.g. the check reported errors (a region it could not analyse)
-        why = f"case {case.name!r}: the check could not decide"
-    lines = [why, format_report(result.report), *result.notes]
+    name = result.case.name
+    lines = [f"case {name!r}: {why}" for why in result.failure_reasons(copies_listed=True)]
+    lines += [format_report(result.report), *result.notes]
     return "\n".join(line for line in lines if line)
+
+
+def _session_body(*args: Any, **kwargs: Any) -> Any:
+    """``Case.fn`` of a session: the steps are the ones the test compiles inside the ``with`` block."""
+    raise TypeError("a pool_clone_check.session case is not run by run_case: compile its steps with session.compile")
 
 
 class CheckSession:
@@ -101,13 +99,11 @@ class CheckSession:
     observed. ``report`` is set when the ``with`` block ends.
     """
 
-    def __init__(self, check: CloneCheck, pipeline: str) -> None:
+    def __init__(self, check: CloneCheck, pipeline: Pipeline) -> None:
         self.check = check
         self.pipeline = pipeline
 
     def compile(self, fn: Callable[..., Any], dynamic: bool = False) -> Callable[..., Any]:
-        from compile_checks.pipelines import compile_for_pipeline
-
         return compile_for_pipeline(self.check, fn, self.pipeline, dynamic=dynamic)
 
     @property
@@ -122,7 +118,7 @@ class PoolCloneCheck:
         self.root = root
         self.keep = keep
         self.analysis_only = analysis_only  # from the marker, else the command-line option
-        self.reports: list[Any] = []
+        self.reports: list[CloneReport] = []
         self.results: list[CaseResult] = []
         self._n = 0
 
@@ -138,19 +134,20 @@ class PoolCloneCheck:
         if not self.keep:
             shutil.rmtree(dump, ignore_errors=True)
 
-    def check(self, case: Case, *, analysis_only: bool | None = None) -> CaseResult:
-        """Run ``case`` with :func:`~compile_checks.case.run_case`; fail the test unless it met its expectation."""
-        from compile_checks.case import Case, run_case
-
-        if not isinstance(case, Case):
-            raise ValueError(f"check(case): case must be a compile_checks.Case, got {type(case).__name__}")
-        mode = self.analysis_only if analysis_only is None else analysis_only
-        dump = self._next_dir()
-        result = run_case(case, analysis_only=mode, dump_dir=str(dump))
+    def _record(self, result: CaseResult, dump: Path) -> CaseResult:
+        """Keep the result; fail the test unless it passed (:attr:`CaseResult.passed`)."""
         self.results.append(result)
         self.reports.append(result.report)
         self._finish(dump, None if result.passed else lambda: _case_failure(result))
         return result
+
+    def check(self, case: Case, *, analysis_only: bool | None = None) -> CaseResult:
+        """Run ``case`` with :func:`~compile_checks.case.run_case`; fail the test unless it met its expectation."""
+        if not isinstance(case, Case):
+            raise ValueError(f"check(case): case must be a compile_checks.Case, got {type(case).__name__}")
+        mode = self.analysis_only if analysis_only is None else analysis_only
+        dump = self._next_dir()
+        return self._record(run_case(case, analysis_only=mode, dump_dir=str(dump)), dump)
 
     @contextlib.contextmanager
     def session(
@@ -158,41 +155,40 @@ class PoolCloneCheck:
         pools: Mapping[str, torch.Tensor] | None = None,
         *,
         expect_clean: bool = True,
-        pipeline: str = "stock",
+        pipeline: Pipeline | str = Pipeline.STOCK,
         functionalization: str | None = None,
         inductor_config: Mapping[str, Any] | None = None,
         analysis_only: bool | None = None,
     ) -> Iterator[CheckSession]:
         """A check around a host loop: ``with ...session(pools=...) as s: step = s.compile(fn); ...``.
 
+        The session is a :class:`~compile_checks.case.Case` named ``"session"`` whose steps are the
+        ones the block compiles: it is validated, compiled and judged as ``check(case)`` is (the same
+        :func:`~compile_checks.case.check_session` and :class:`~compile_checks.case.CaseResult`).
         On leaving the block the test fails unless the verdict is ``expect_clean``.
         """
-        from compile_checks.api import CloneCheck, format_report
-        from compile_checks.pipelines import pipeline_settings
-
-        if not isinstance(expect_clean, bool):
-            raise ValueError(f"session(expect_clean=...) must be a bool, got {expect_clean!r}")
-        settings = pipeline_settings(pipeline)
-        dump = self._next_dir()
-        check = CloneCheck(
-            pools=pools,
-            functionalization=functionalization or settings.functionalization,
-            dump_dir=dump,
-            inductor_config={**settings.inductor_config, **dict(inductor_config or {})},
-            analysis_only=self.analysis_only if analysis_only is None else analysis_only,
+        case = Case(
+            "session",
+            _session_body,
+            pools=dict(pools or {}),
+            expect_clean=expect_clean,
+            pipeline=pipeline,  # type: ignore[arg-type]  # Case validates a name and coerces it
+            functionalization=functionalization,  # type: ignore[arg-type]  # likewise
+            inductor_config=dict(inductor_config or {}),
         )
+        mode = self.analysis_only if analysis_only is None else analysis_only
+        dump = self._next_dir()
+        started = time.perf_counter()
+        check = check_session(case, analysis_only=mode, dump_dir=str(dump))
         with check:
-            yield CheckSession(check, pipeline)
-        report = check.report
-        assert report is not None
-        self.reports.append(report)
-        want = "no pool clones" if expect_clean else "a pool clone (negative control)"
-        met = _verdict_met(report, expect_clean)
-        self._finish(dump, None if met else lambda: f"session: expected {want}\n{format_report(report)}")
+            yield CheckSession(check, case.pipeline)
+        self._record(case_result(case, check, None, started=started), dump)
 
-    def analyze(self, fn: Callable[..., Any], *args: Any, pools: Mapping[str, torch.Tensor] | None = None, **kwargs: Any) -> Any:
+    def analyze(
+        self, fn: Callable[..., Any], *args: Any, pools: Mapping[str, torch.Tensor] | None = None, **kwargs: Any
+    ) -> CloneReport:
         """``analyze_pool_clones`` with a dump dir under tmp_path (kept)."""
-        from compile_checks.api import analyze_pool_clones
+        from compile_checks.api import analyze_pool_clones  # lazy: api imports torch, the plugin loads without it
 
         report = analyze_pool_clones(fn, *args, pools=pools, dump_dir=self._next_dir(), **kwargs)
         self.reports.append(report)
@@ -200,14 +196,14 @@ class PoolCloneCheck:
 
     def assert_no_pool_clones(
         self, fn: Callable[..., Any], *args: Any, pools: Mapping[str, torch.Tensor] | None = None, **kwargs: Any
-    ) -> Any:
-        """Fail the test (AssertionError with file:line of each clone) if a pool clone survives."""
-        from compile_checks.api import analyze_pool_clones, format_report
+    ) -> CloneReport:
+        """Fail the test (AssertionError with file:line of each clone) unless the check passed."""
+        from compile_checks.api import analyze_pool_clones, format_report  # lazy: api imports torch
 
         dump = self._next_dir()
         report = analyze_pool_clones(fn, *args, pools=pools, dump_dir=dump, **kwargs)
         self.reports.append(report)
-        self._finish(dump, None if _verdict_met(report, True) else lambda: format_report(report))
+        self._finish(dump, None if report.check_passed else lambda: format_report(report))
         return report
 
 

@@ -8,18 +8,24 @@ A case that fails to compile does not stop the run: its outcome carries the erro
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 import re
 import sys
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from compile_checks.vocab import ErrorKind
+from tqdm import tqdm
+
+from compile_checks.case import Case, CaseResult, run_case
+from compile_checks.verdict import case_passed, copy_fields, failure_reasons, verdict_met
+from compile_checks.vocab import ErrorKind, Pipeline
 
 if TYPE_CHECKING:
-    from compile_checks.case import Case, CaseResult
     from compile_checks.gate.plan import CaseSource, GatePlan, PlannedCase
 
 PHASES: tuple[str, ...] = ("dynamo", "aot", "post_grad", "codegen")
@@ -31,7 +37,7 @@ class Outcome:
 
     label: str
     group: str
-    pipeline: str
+    pipeline: Pipeline
     expect_clean: bool
     analysis_only: bool
     codegen_smoke: bool = False
@@ -40,7 +46,7 @@ class Outcome:
     check_errors: list[str] = field(default_factory=list)  # report.errors / unanalysed regions
     eager_match: bool | None = None
     max_abs_diff: float | None = None
-    clones: list[dict[str, Any]] = field(default_factory=list)
+    clones: list[dict[str, Any]] = field(default_factory=list)  # compile_checks.verdict.copy_fields
     other_clones: list[dict[str, Any]] = field(default_factory=list)
     phase_seconds: dict[str, float] = field(default_factory=dict)
     compile_seconds: float = 0.0
@@ -52,32 +58,36 @@ class Outcome:
 
     @property
     def verdict_met(self) -> bool:
-        """The clone verdict is what the case expects, and the check itself raised no error."""
-        return self.error is None and not self.check_errors and self.clean == self.expect_clean
+        """The copy verdict is what the case expects, from a usable check (:func:`verdict.verdict_met`)."""
+        return self.error is None and verdict_met(
+            expect_clean=self.expect_clean, clean=self.clean, problems=self.check_errors
+        )
 
     @property
     def passed(self) -> bool:
-        return self.verdict_met and self.eager_match is not False
+        """:attr:`verdict_met`, and compiled == eager where checked (:func:`verdict.case_passed`)."""
+        return self.error is None and case_passed(
+            expect_clean=self.expect_clean, clean=self.clean, problems=self.check_errors, eager_match=self.eager_match
+        )
+
+    def failure_reasons(self, copies_listed: bool = False) -> list[str]:
+        """Why the case failed (the error, else :func:`verdict.failure_reasons`); empty when it passed."""
+        if self.error is not None:
+            return [self.error]
+        return failure_reasons(
+            expect_clean=self.expect_clean,
+            clean=self.clean,
+            problems=self.check_errors,
+            copies=[*self.clones, *self.other_clones],
+            eager_match=self.eager_match,
+            max_abs_diff=self.max_abs_diff,
+            copies_listed=copies_listed,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d.update(verdict_met=self.verdict_met, passed=self.passed)
         return d
-
-
-def _clone_dict(c: Any) -> dict[str, Any]:
-    where = f"{c.graph_file}:{c.line}" if c.graph_file else f"region {c.region} node {c.node}"
-    explanation = c.explanation  # compile_checks.explain.explanations; None when the check ran with explain=False
-    return {
-        "op": c.op,
-        "arg": c.arg,
-        "pool": c.pool,
-        "nbytes": c.nbytes,
-        "kind": c.kind,
-        "written_bytes": c.written_bytes,
-        "where": where,
-        "explanation": explanation.summary() if explanation is not None else None,
-    }
 
 
 def _phase_totals(report: Any) -> dict[str, float]:
@@ -104,8 +114,8 @@ def outcome_from_result(planned: PlannedCase, result: CaseResult) -> Outcome:
         check_errors=check_errors,
         eager_match=result.eager_match,
         max_abs_diff=result.max_abs_diff,
-        clones=[_clone_dict(c) for c in report.clones],
-        other_clones=[_clone_dict(c) for c in report.other_clones],
+        clones=[copy_fields(c) for c in report.clones],
+        other_clones=[copy_fields(c) for c in report.other_clones],
         phase_seconds=_phase_totals(report),
         compile_seconds=result.compile_seconds,
         wall_seconds=result.wall_seconds,
@@ -137,13 +147,12 @@ class CaseBuilder:
 
 
 def _dump_dir(root: Path | None, label: str) -> str | None:
-    return None if root is None else str(root / re.sub(r"[^A-Za-z0-9_.@-]+", "_", label))
+    return None if root is None else str(root / re.sub(r"[^A-Za-z0-9_.-]+", "_", label))
 
 
 def run_planned(planned: PlannedCase, builder: CaseBuilder, dump_root: Path | None) -> Outcome:
     """One case through ``run_case``; compile and write failures become the outcome's error."""
-    from compile_checks.api import CompileCheckError
-    from compile_checks.case import run_case
+    from compile_checks.api import CompileCheckError  # lazy: api imports torch; planning stays torch-free
 
     t0 = time.perf_counter()
 
@@ -171,7 +180,7 @@ _WORKER_BUILDER: CaseBuilder | None = None
 
 def _worker_init(threads: int) -> None:
     global _WORKER_BUILDER
-    import torch
+    import torch  # lazy: only a spawned worker sets torch's threads; the runner's import stays torch-free
 
     torch.set_num_threads(threads)
     _WORKER_BUILDER = CaseBuilder()
@@ -189,8 +198,6 @@ AUTO_JOBS_MIN_CASES = 8
 
 
 def auto_jobs(num_cases: int) -> int:
-    import os
-
     return min(2, os.cpu_count() or 1) if num_cases >= AUTO_JOBS_MIN_CASES else 1
 
 
@@ -216,10 +223,6 @@ def run_plan(
 def _run_parallel(
     cases: Sequence[PlannedCase], dump_root: Path | None, jobs: int, on_done: Callable[[Outcome], None] | None
 ) -> list[Outcome]:
-    import multiprocessing
-    import os
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-
     threads = max(1, (os.cpu_count() or 1) // jobs)
     ctx = multiprocessing.get_context("spawn")  # fork after torch is imported is unsafe
     results: dict[int, Outcome] = {}
@@ -238,8 +241,6 @@ def progress_callback(total: int, enabled: bool) -> tuple[Callable[[Outcome], No
     """A tqdm bar on stderr when it is a terminal (and ``enabled``); (callback, close)."""
     if not enabled or not sys.stderr.isatty():
         return None, lambda: None
-    from tqdm import tqdm
-
     bar = tqdm(total=total, desc="gate", unit="case", file=sys.stderr, leave=False)
 
     def done(o: Outcome) -> None:
@@ -249,4 +250,14 @@ def progress_callback(total: int, enabled: bool) -> tuple[Callable[[Outcome], No
     return done, bar.close
 
 
-__all__ = ["AUTO_JOBS_MIN_CASES", "PHASES", "CaseBuilder", "auto_jobs", "Outcome", "outcome_from_result", "progress_callback", "run_plan", "run_planned"]
+__all__ = [
+    "AUTO_JOBS_MIN_CASES",
+    "PHASES",
+    "CaseBuilder",
+    "Outcome",
+    "auto_jobs",
+    "outcome_from_result",
+    "progress_callback",
+    "run_plan",
+    "run_planned",
+]

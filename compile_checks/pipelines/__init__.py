@@ -1,8 +1,11 @@
 """How a case is compiled: the stock ``torch.compile`` path, or vLLM's.
 
-``pipeline_settings(name)`` gives the functionalization and Inductor config a pipeline
-compiles with; ``compile_for_pipeline(check, fn, name, dynamic=)`` returns the compiled
-callable, always through the check's instrumented backend so every region is observed.
+``pipeline_settings(pipeline)`` gives the functionalization and Inductor config a pipeline
+compiles with; ``resolve(case)`` adds the case's own overrides (every caller that compiles a
+case takes its settings from there); ``compile_for_pipeline(check, fn, pipeline, dynamic=)``
+returns the compiled callable, always through the check's instrumented backend so every
+region is observed. Functions take a :class:`~compile_checks.vocab.Pipeline`: a name is
+validated where it enters (``Case``, the CLI), not here.
 
 * ``"stock"``: ``torch.compile(backend=<the check's Inductor>)``, Inductor defaults, v2.
 * ``"vllm"``: as vLLM 0.33 compiles on a CPU host (:mod:`compile_checks.pipelines.vllm`):
@@ -17,11 +20,12 @@ vLLM is imported only when a vllm pipeline is used.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, assert_never
 
-from compile_checks.vocab import PIPELINES
+from compile_checks.vocab import Functionalization, Pipeline
 
 if TYPE_CHECKING:
     from compile_checks.api import CloneCheck
@@ -29,53 +33,73 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class PipelineSettings:
-    """What a pipeline compiles with, before the case's own overrides.
+    """What a case compiles with: the pipeline's settings (with the case's overrides after ``resolve``).
 
     ``notes``: what was adapted when reading the pipeline's settings (e.g. an Inductor key
     vLLM sets that this torch does not know, dropped).
     """
 
-    functionalization: str
+    functionalization: Functionalization
     inductor_config: Mapping[str, Any] = field(default_factory=dict)
     label: str = ""
     notes: tuple[str, ...] = ()
 
 
-def _require_pipeline(name: str) -> None:
-    if name not in PIPELINES:
-        raise ValueError(f"pipeline must be one of {PIPELINES}, got {name!r}")
+class CompileOptions(Protocol):
+    """What :func:`resolve` reads of a case (``compile_checks.case.Case`` has it)."""
+
+    @property
+    def pipeline(self) -> Pipeline: ...
+
+    @property
+    def functionalization(self) -> Functionalization | None: ...
+
+    @property
+    def inductor_config(self) -> Mapping[str, Any]: ...
 
 
-def pipeline_settings(name: str) -> PipelineSettings:
-    """The functionalization and Inductor config pipeline ``name`` compiles with."""
-    _require_pipeline(name)
-    if name == "stock":
-        return PipelineSettings(functionalization="v2", label="torch.compile, Inductor defaults")
-    from compile_checks.pipelines.vllm import vllm_settings
+def pipeline_settings(pipeline: Pipeline) -> PipelineSettings:
+    """The functionalization and Inductor config ``pipeline`` compiles with, before a case's overrides."""
+    if pipeline == Pipeline.STOCK:
+        return PipelineSettings(Functionalization.V2, label="torch.compile, Inductor defaults")
+    from compile_checks.pipelines.vllm import vllm_settings  # lazy: the stock path never imports vLLM
 
     functionalization, inductor_config, notes = vllm_settings()
-    if name == "vllm":
+    if pipeline == Pipeline.VLLM:
         label = "vLLM 0.33 CPU platform: torch.compile(inductor) with vLLM's CompilationConfig"
     else:
         label = "CPU SIMULATION of vLLM's GPU path: VllmBackend graph splitting + PostGradPassManager"
-    return PipelineSettings(functionalization, inductor_config, label, notes)
+    return PipelineSettings(Functionalization(functionalization), inductor_config, label, notes)
+
+
+def resolve(case: CompileOptions) -> PipelineSettings:
+    """The settings ``case`` compiles with: its pipeline's, with the case's functionalization (when
+    set) and its ``inductor_config`` patches on top."""
+    base = pipeline_settings(case.pipeline)
+    return dataclasses.replace(
+        base,
+        functionalization=case.functionalization or base.functionalization,
+        inductor_config={**base.inductor_config, **dict(case.inductor_config)},
+    )
 
 
 def compile_for_pipeline(
-    check: CloneCheck, fn: Callable[..., Any], name: str, *, dynamic: bool = False
+    check: CloneCheck, fn: Callable[..., Any], pipeline: Pipeline, *, dynamic: bool = False
 ) -> Callable[..., Any]:
-    """The compiled callable for ``fn`` under pipeline ``name``, observed by ``check``."""
-    _require_pipeline(name)
-    if name == "stock":
-        return check.compile(fn, dynamic=dynamic)
-    settings = pipeline_settings(name)
-    if name == "vllm":
-        from compile_checks.pipelines.vllm import compile_vllm
+    """The compiled callable for ``fn`` under ``pipeline``, observed by ``check``."""
+    match pipeline:
+        case Pipeline.STOCK:
+            return check.compile(fn, dynamic=dynamic)
+        case Pipeline.VLLM:
+            from compile_checks.pipelines.vllm import compile_vllm  # lazy: imports vLLM
 
-        return compile_vllm(check, fn, settings.inductor_config, dynamic=dynamic)
-    from compile_checks.pipelines.piecewise import compile_piecewise
+            return compile_vllm(check, fn, pipeline_settings(pipeline).inductor_config, dynamic=dynamic)
+        case Pipeline.VLLM_PIECEWISE:
+            from compile_checks.pipelines.piecewise import compile_piecewise  # lazy: imports vLLM
 
-    return compile_piecewise(check, fn, settings.inductor_config, dynamic=dynamic)
+            return compile_piecewise(check, fn, pipeline_settings(pipeline).inductor_config, dynamic=dynamic)
+        case _:
+            assert_never(pipeline)
 
 
-__all__ = ["PipelineSettings", "compile_for_pipeline", "pipeline_settings"]
+__all__ = ["CompileOptions", "PipelineSettings", "compile_for_pipeline", "pipeline_settings", "resolve"]

@@ -26,12 +26,11 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from compile_checks.pipelines.vllm_env import VllmPipelineError, prepare_process_for_vllm, vllm_env, vllm_module
+from compile_checks.api import CloneCheck, CompileCheckError, callable_name, first_line
+from compile_checks.pipelines.vllm_env import VllmPipelineError, vllm_env, vllm_module
 
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
-
-    from compile_checks.api import CloneCheck
 
 CHECK_BACKEND_QUALNAME = "compile_checks.pipelines.vllm.check_backend"
 
@@ -168,8 +167,6 @@ def run_under_vllm(
     """
     import torch._inductor.config as inductor_cfg
 
-    from compile_checks.api import CompileCheckError, _first_line, _name
-
     patches = {**inductor_config, **check.inductor_config}
 
     @observed_first_call(check, fn)
@@ -186,7 +183,7 @@ def run_under_vllm(
             except (CompileCheckError, VllmPipelineError):
                 raise
             except Exception as e:  # noqa: BLE001 - the cause is kept and named
-                raise CompileCheckError(f"compile of {_name(fn)} through vLLM failed: {_first_line(e)}") from e
+                raise CompileCheckError(f"compile of {callable_name(fn)} through vLLM failed: {first_line(e)}") from e
 
     return run
 
@@ -209,10 +206,8 @@ def observed_first_call(check: CloneCheck, fn: Any) -> Callable[[Callable[..., A
             out = call(*args, **kwargs)
             first[0] = False
             if len(check.probe.regions) == before:
-                from compile_checks.api import CompileCheckError, _name
-
                 raise CompileCheckError(
-                    f"{_name(fn)} ran but the check observed no compiled region: it was not compiled through "
+                    f"{callable_name(fn)} ran but the check observed no compiled region: it was not compiled through "
                     "the check's backend (already compiled before the check, or compiled by another backend)"
                 )
             return out
@@ -253,7 +248,6 @@ def require_check_backend(module: Any, *, dynamic: bool = False) -> None:
 
 __all__ = [
     "CHECK_BACKEND_QUALNAME",
-    "VllmPipelineError",
     "active_backend",
     "check_backend",
     "clear_settings_cache",
@@ -261,11 +255,8 @@ __all__ = [
     "is_vllm_compiled_module",
     "make_vllm_config",
     "observed_first_call",
-    "prepare_process_for_vllm",
     "require_check_backend",
     "run_under_vllm",
     "vllm_compile_context",
-    "vllm_env",
-    "vllm_module",
     "vllm_settings",
 ]

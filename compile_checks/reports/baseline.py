@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -61,10 +61,6 @@ class Comparison:
 
 def _grew(old: float, new: float) -> bool:
     return new > old and not math.isclose(new, old, rel_tol=_REL_TOL, abs_tol=0.0)
-
-
-def entries_from_rows(rows: Iterable[TrafficRow]) -> dict[str, BaselineEntry]:
-    return {r.scenario: BaselineEntry(r.surviving_clones, float(r.extra_bytes_per_step)) for r in rows}
 
 
 def compare(baseline: Mapping[str, BaselineEntry], current: Mapping[str, BaselineEntry]) -> Comparison:

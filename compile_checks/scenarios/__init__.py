@@ -4,11 +4,12 @@ Each scenario (:mod:`.spec`) is one engine shape: pool layout (:mod:`.layouts`),
 commit placement (:mod:`.model`), the host loop with vLLM block tables and chunk-window
 eviction (:mod:`.host_loop`). :func:`scenario_case` turns it into a ``Case`` that
 ``compile_checks.case.run_case`` checks (the same path a user's case takes); the same loop
-runs eagerly on fresh pools and the compiled pools must match. :mod:`.registry` holds the
-scenarios, the default gate (clean shapes + negative controls) and the full-compile smoke set.
+runs eagerly on fresh pools and the compiled pools must match. :func:`builtin_cases` is the
+built-in gate's cases. :mod:`.registry` holds the scenarios, the default gate (clean shapes +
+negative controls) and the full-compile smoke set.
 """
 
-from compile_checks.scenarios.cases import ScenarioResult, builtin_cases, case_name, run_scenario, scenario_case
+from compile_checks.scenarios.cases import builtin_cases, scenario_case
 from compile_checks.scenarios.registry import (
     DEFAULT_GATE,
     DEFAULT_GATE_CLEAN,
@@ -30,10 +31,7 @@ __all__ = [
     "LAYOUTS",
     "SCENARIOS",
     "Scenario",
-    "ScenarioResult",
     "builtin_cases",
-    "case_name",
-    "run_scenario",
     "scenario",
     "scenario_case",
 ]

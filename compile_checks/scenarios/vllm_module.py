@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 import ar_paging  # noqa: F401 - registers torch.ops.ar_paging.paged_write
-from compile_checks.case import Case
+from compile_checks.case import Case, pipeline_label
 
 ATTENTION_OP = "compile_checks_vllm_model::attention"
 
@@ -41,7 +41,7 @@ def _attention_fake(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.
 
 
 def _support_torch_compile(cls: type) -> type:
-    from compile_checks.pipelines.vllm import vllm_module
+    from compile_checks.pipelines.vllm_env import vllm_module
 
     support_torch_compile = vllm_module("vllm.compilation.decorators").support_torch_compile
     return support_torch_compile(dynamic_arg_dims={"x": 0, "slot_mapping": 0})(cls)
@@ -130,11 +130,8 @@ def vllm_module_case(
         diff = max(float((a - b).abs().max()) for a, b in zip(got, want))
         return diff <= 1e-4, diff
 
-    name = "vllm_module_fused" if fused else "vllm_module_split"
-    if pipeline != "vllm":
-        name += f"@{pipeline}"
     return Case(
-        name=name,
+        name=pipeline_label("vllm_module_fused" if fused else "vllm_module_split", pipeline),
         fn=layer,
         args=(x, slots),
         pools={"k": k_cache, "v": v_cache},

@@ -51,10 +51,6 @@ class TensorGeometry:
     def nbytes(self) -> int:
         return self.numel * self.dtype.itemsize
 
-    @property
-    def is_symbolic(self) -> bool:
-        return self.exprs is not None
-
     def element_span(self) -> tuple[int, int]:
         """Half-open element range ``[lo, hi)`` of the storage the view can touch."""
         if self.numel == 0:

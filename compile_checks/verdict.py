@@ -1,0 +1,109 @@
+"""Whether a case met its expectation, why not, and how a surviving copy reads: decided here, once.
+
+Plain functions over plain values (torch-free), so the in-process ``CaseResult``, the gate's
+cross-process ``Outcome``, the pytest plugin, the JUnit writer and the gate's table reach the
+same verdict and print the same words.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from compile_checks.vocab import CopyKind
+
+if TYPE_CHECKING:
+    from compile_checks.check.findings import SurvivingClone
+
+NEGATIVE_CONTROL_LOST = (
+    "negative control stopped cloning: expected a surviving pool clone, found none "
+    "(the check lost its power to see this bug)"
+)
+
+
+def verdict_met(*, expect_clean: bool, clean: bool | None, problems: Sequence[str]) -> bool:
+    """The copy verdict is the expected one, from a usable check (an error or blind spot fails both ways).
+
+    ``clean``: no copy survived (``CloneReport.clean``); None when the case reached no verdict.
+    """
+    return clean is not None and not problems and clean == expect_clean
+
+
+def case_passed(*, expect_clean: bool, clean: bool | None, problems: Sequence[str], eager_match: bool | None) -> bool:
+    """:func:`verdict_met`, and the compiled run matched eager where the case checks it."""
+    return verdict_met(expect_clean=expect_clean, clean=clean, problems=problems) and eager_match is not False
+
+
+def failure_reasons(
+    *,
+    expect_clean: bool,
+    clean: bool | None,
+    problems: Sequence[str],
+    copies: Sequence[Mapping[str, Any]],
+    eager_match: bool | None,
+    max_abs_diff: float | None,
+    copies_listed: bool = False,
+) -> list[str]:
+    """Why a case did not pass, one sentence per reason; empty when it passed.
+
+    ``copies``: :func:`copy_fields` of every surviving copy; ``copies_listed``: the caller prints
+    them itself (one per line), so the reason only counts them.
+    """
+    reasons: list[str] = []
+    if problems:
+        reasons.append("the check could not decide: " + "; ".join(problems))
+    if clean is False and expect_clean:
+        listed = " (each listed on its own line)" if copies_listed else ": " + "; ".join(map(render_copy, copies))
+        reasons.append(f"{len(copies)} pool clone(s) survive reinplacing{listed}")
+    if clean is True and not expect_clean:
+        reasons.append(NEGATIVE_CONTROL_LOST)
+    if eager_match is False:
+        diff = "?" if max_abs_diff is None else f"{max_abs_diff:.3g}"
+        reasons.append(f"compiled != eager (max relative diff {diff})")
+    return reasons
+
+
+def copy_fields(c: SurvivingClone) -> dict[str, Any]:
+    """A surviving copy as plain data (the gate's JSON ``clones`` entries; what :func:`render_copy` reads).
+
+    ``where``: ``file:line`` in the dump, else ``region R node N``; ``explanation``: its one-line
+    summary (None when the check ran without explanations).
+    """
+    where = f"{c.graph_file}:{c.line}" if c.graph_file else f"region {c.region} node {c.node}"
+    return {
+        "op": c.op,
+        "arg": c.arg,
+        "pool": c.pool,
+        "nbytes": c.nbytes,
+        "kind": c.kind,
+        "written_bytes": c.written_bytes,
+        "where": where,
+        "explanation": c.explanation.summary() if c.explanation is not None else None,
+        "shape": list(c.shape),
+        "dtype": str(c.dtype).removeprefix("torch."),
+        "region": c.region,
+        "node": c.node,
+    }
+
+
+def render_copy(d: Mapping[str, Any]) -> str:
+    """One line: op, argument, pool, bytes (and copied back), where, and why when explained."""
+    pool = d["pool"] if d["pool"] is not None else "<unnamed input>"
+    what = "whole-buffer copy by a functional ATen write" if d.get("kind") == CopyKind.ATEN_WRITE_COPY else "clone"
+    back = f", {d['written_bytes']} bytes copied back" if d.get("written_bytes") else ""
+    shape = f" {d['shape']} {d['dtype']}" if "shape" in d else ""
+    where = d["where"]
+    if "node" in d and where != f"region {d['region']} node {d['node']}":  # a dump file: name the node too
+        where = f"region {d['region']} node {d['node']}, {where}"
+    text = f"{d['op']} argument {d['arg']!r} (pool {pool}): {what} of {d['nbytes']} bytes{shape}{back} at {where}"
+    return text + (f" -- {d['explanation']}" if d.get("explanation") else "")
+
+
+__all__ = [
+    "NEGATIVE_CONTROL_LOST",
+    "case_passed",
+    "copy_fields",
+    "failure_reasons",
+    "render_copy",
+    "verdict_met",
+]
