@@ -21,6 +21,7 @@ import torch
 
 from compile_checks.check.attribution import build_report
 from compile_checks.check.backend import Probe, instrumented_inductor
+from compile_checks.pools import PoolsArg, resolve_pools
 from compile_checks.check.findings import CloneReport, SurvivingClone
 from compile_checks.errors import CompileChecksError
 from compile_checks.explain.culprit_pass import PostGradRecorder
@@ -46,7 +47,7 @@ class CloneCheck:
 
     def __init__(
         self,
-        pools: Mapping[str, torch.Tensor] | None = None,
+        pools: PoolsArg = None,
         functionalization: str = "v2",
         dump_dir: str | os.PathLike[str] | None = None,
         inductor_config: Mapping[str, Any] | None = None,
@@ -54,7 +55,9 @@ class CloneCheck:
         allow_unanalysed: bool = False,
         explain: bool = True,
     ) -> None:
-        self.pools = dict(pools) if pools else None
+        # a callable is kept and re-read (refresh_pools) so an engine that rebuilds its cache is followed
+        self.pools_source = pools
+        self.pools = resolve_pools(pools) or None
         # accept regions the check could not analyse (a backward graph, a HOP subgraph ...)
         self.allow_unanalysed = allow_unanalysed
         self.inductor_config = dict(inductor_config or {})
@@ -71,9 +74,17 @@ class CloneCheck:
         self.report: CloneReport | None = None
         self._stack: contextlib.ExitStack | None = None
 
-    def compile(self, fn: Callable[..., Any], dynamic: bool = False) -> Callable[..., Any]:
+    @property
+    def backend(self) -> Callable[..., Any]:
+        """The check's dynamo backend: hand it to the engine's own compile calls inside the session
+        (``torch.compile(block.forward, backend=check.backend, fullgraph=True)``, vLLM-Omni's
+        ``regionally_compile(model, backend=check.backend)``); every region it compiles is analysed."""
+        return self.probe.backend
+
+    def compile(self, fn: Callable[..., Any], dynamic: bool = False, *, fullgraph: bool = False,
+                mode: str | None = None) -> Callable[..., Any]:
         """``torch.compile(fn)`` through the instrumented backend; errors become CompileCheckError."""
-        compiled = torch.compile(fn, backend=self.probe.backend, dynamic=dynamic)
+        compiled = torch.compile(fn, backend=self.probe.backend, dynamic=dynamic, fullgraph=fullgraph, mode=mode)
 
         def run(*args: Any, **kwargs: Any) -> Any:
             try:

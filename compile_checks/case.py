@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from compile_checks import verdict
-from compile_checks.pipelines import compile_for_pipeline, resolve
+from compile_checks.pipelines import EngineCompile, compile_for_pipeline, resolve
 from compile_checks.vocab import FUNCTIONALIZATIONS, PIPELINES, Functionalization, Pipeline
 
 if TYPE_CHECKING:  # torch is imported lazily: loading a case file must stay cheap
@@ -43,7 +43,10 @@ class Case:
         name: unique within a gate run; used in tables, JUnit test names and report rows.
         fn: the function or ``nn.Module`` to compile (one compiled region per graph dynamo makes).
         args / kwargs: the call when there is no ``driver``: ``compiled(*args, **kwargs)`` once.
-        pools: ``{"layer0.k": tensor, ...}``: the buffers whose copies the check attributes.
+        pools: ``{"layer0.k": tensor, ...}``: the buffers whose copies the check attributes; or a
+            zero-argument callable returning it, re-read by the check so rebuilt tensors are followed
+            (:mod:`compile_checks.pools` names them from module trees, cache objects, vLLM's
+            forward context). A tensor named twice, or two names that overlap, is an error.
         expect_clean: True for a case that must keep no pool copy; False for a negative control.
         driver: host loop ``driver(compiled) -> Any`` that calls the compiled callable as the
             engine does (many steps, commits, eviction); its return value is ``CaseResult.output``.
@@ -59,13 +62,22 @@ class Case:
         allow_unanalysed: accept regions the check could not analyse (else they fail the case).
         description: one line for tables and reports.
         meta: anything the case's author wants carried to the result (e.g. the built-in Scenario).
+        compile: the engine's own compile step, ``compile(backend) -> callable | None``: it gets the
+            check's dynamo backend and compiles as the engine does in production (per block:
+            ``block.forward = torch.compile(block.forward, backend=backend, fullgraph=True)``;
+            vLLM-Omni's ``regionally_compile(model, backend=backend)``) and returns what the driver
+            calls, or None when it compiled ``fn``'s parts in place (the driver then calls ``fn``).
+            Every region compiled through ``backend`` is analysed. None: ``torch.compile(fn)``.
+        fullgraph / mode: ``torch.compile(fn, fullgraph=..., mode=...)`` of the plain compile (stock and
+            vllm pipelines; a ``@support_torch_compile`` module compiles with vLLM's own settings; with
+            ``compile`` the engine passes its own).
     """
 
     name: str
     fn: Callable[..., Any]
     args: tuple[Any, ...] = ()
     kwargs: Mapping[str, Any] = field(default_factory=dict)
-    pools: Mapping[str, torch.Tensor] = field(default_factory=dict)
+    pools: Mapping[str, torch.Tensor] | Callable[[], Mapping[str, torch.Tensor]] = field(default_factory=dict)
     expect_clean: bool = True
     driver: Callable[[Callable[..., Any]], Any] | None = None
     functionalization: Functionalization | None = None
@@ -77,6 +89,9 @@ class Case:
     allow_unanalysed: bool = False
     description: str = ""
     meta: Mapping[str, Any] = field(default_factory=dict)
+    compile: EngineCompile | None = None
+    fullgraph: bool = False
+    mode: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -101,6 +116,15 @@ class Case:
                 ) from None
         if not isinstance(self.args, tuple):
             raise ValueError(f"Case {self.name!r}: args must be a tuple, got {type(self.args).__name__}")
+        if self.compile is not None and not callable(self.compile):
+            raise ValueError(f"Case {self.name!r}: compile must be callable (it receives the check's backend) or None")
+        if (self.fullgraph or self.mode is not None) and self.compile is not None:
+            raise ValueError(
+                f"Case {self.name!r}: fullgraph / mode are for the plain compile; with Case.compile pass them to "
+                "your own torch.compile"
+            )
+        if self.compile is not None and self.pipeline == Pipeline.VLLM_PIECEWISE:
+            raise ValueError(f"Case {self.name!r}: compile cannot be combined with the vllm-piecewise pipeline")
         if not isinstance(self.expect_clean, bool):
             raise ValueError(f"Case {self.name!r}: expect_clean must be a bool, got {self.expect_clean!r}")
 
@@ -172,7 +196,7 @@ def check_session(case: Case, *, analysis_only: bool = False, dump_dir: str | No
 
     settings = resolve(case)
     return CloneCheck(
-        pools=dict(case.pools) or None,
+        pools=case.pools if callable(case.pools) else (dict(case.pools) or None),
         functionalization=settings.functionalization,
         dump_dir=dump_dir,
         inductor_config=settings.inductor_config,
@@ -214,7 +238,10 @@ def run_case(
     started = time.perf_counter()
     check = check_session(case, analysis_only=analysis_only, dump_dir=dump_dir)
     with check:
-        compiled = compile_for_pipeline(check, case.fn, case.pipeline, dynamic=case.dynamic)
+        compiled = compile_for_pipeline(
+            check, case.fn, case.pipeline, dynamic=case.dynamic, fullgraph=case.fullgraph, mode=case.mode,
+            engine_compile=case.compile,
+        )
         output = case.driver(compiled) if case.driver is not None else compiled(*case.args, **dict(case.kwargs))
     return case_result(case, check, output, started=started)
 

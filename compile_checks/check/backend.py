@@ -163,8 +163,13 @@ class Probe:
         _record_inputs(out, inner)
         return out
 
-    def backend(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
-        """A dynamo backend: ``compile_fx`` with the instrumented inner compile."""
+    def backend(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *, mode: str | None = None,
+                options: Mapping[str, Any] | None = None) -> Callable[..., Any]:
+        """A dynamo backend: ``compile_fx`` with the instrumented inner compile.
+
+        ``mode`` / ``options`` are what ``torch.compile(fn, backend=<this>, mode=..., options=...)``
+        hands a backend: applied as Inductor config patches, as the ``inductor`` backend would.
+        """
         from depyf.explain.utils import get_current_compiled_fn_name
 
         t0 = time.perf_counter()
@@ -174,7 +179,8 @@ class Probe:
             region.phase_seconds["dynamo"] = t0 - max(self._frame_start, self._last_backend_end)
         inductor_metrics.reset()
         inner_compile = functools.partial(self._inner_compile, region=region)
-        compiled = compile_fx_module.compile_fx(gm, example_inputs, inner_compile=inner_compile)
+        patches = {**(torch._inductor.list_mode_options(mode) if mode else {}), **dict(options or {})}
+        compiled = compile_fx_module.compile_fx(gm, example_inputs, inner_compile=inner_compile, config_patches=patches)
         end = time.perf_counter()
         region.compile_seconds = end - t0
         region.phase_seconds["aot"] = max(

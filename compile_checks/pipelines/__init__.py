@@ -83,17 +83,47 @@ def resolve(case: CompileOptions) -> PipelineSettings:
     )
 
 
+# the engine's own compile step: receives the check's dynamo backend, returns what the driver calls
+# (or None when it compiled the model's parts in place, e.g. per block, and the driver calls ``fn``)
+EngineCompile = Callable[[Callable[..., Any]], "Callable[..., Any] | None"]
+
+
 def compile_for_pipeline(
-    check: CloneCheck, fn: Callable[..., Any], pipeline: Pipeline, *, dynamic: bool = False
+    check: CloneCheck,
+    fn: Callable[..., Any],
+    pipeline: Pipeline,
+    *,
+    dynamic: bool = False,
+    fullgraph: bool = False,
+    mode: str | None = None,
+    engine_compile: EngineCompile | None = None,
 ) -> Callable[..., Any]:
-    """The compiled callable for ``fn`` under ``pipeline``, observed by ``check``."""
+    """The compiled callable for ``fn`` under ``pipeline``, observed by ``check``.
+
+    ``engine_compile`` (``Case.compile``) replaces the plain ``torch.compile(fn)``: the engine
+    compiles the way it does in production (per block, regionally) with ``check.backend``.
+    """
+    if engine_compile is not None:
+        if pipeline == Pipeline.VLLM_PIECEWISE:  # the simulation splits one graph of its own compile
+            raise ValueError("Case.compile cannot be combined with the vllm-piecewise pipeline")
+        compiled = engine_compile(check.backend)
+        compiled = fn if compiled is None else compiled
+        if not callable(compiled):
+            raise ValueError(f"Case.compile returned a {type(compiled).__name__}, expected a callable or None")
+        if pipeline == Pipeline.VLLM:
+            from compile_checks.pipelines.vllm import run_under_vllm  # lazy: imports vLLM
+
+            return run_under_vllm(check, fn, compiled, pipeline_settings(pipeline).inductor_config)
+        return compiled
     match pipeline:
         case Pipeline.STOCK:
-            return check.compile(fn, dynamic=dynamic)
+            return check.compile(fn, dynamic=dynamic, fullgraph=fullgraph, mode=mode)
         case Pipeline.VLLM:
             from compile_checks.pipelines.vllm import compile_vllm  # lazy: imports vLLM
 
-            return compile_vllm(check, fn, pipeline_settings(pipeline).inductor_config, dynamic=dynamic)
+            return compile_vllm(
+                check, fn, pipeline_settings(pipeline).inductor_config, dynamic=dynamic, fullgraph=fullgraph, mode=mode
+            )
         case Pipeline.VLLM_PIECEWISE:
             from compile_checks.pipelines.piecewise import compile_piecewise  # lazy: imports vLLM
 
@@ -102,4 +132,4 @@ def compile_for_pipeline(
             assert_never(pipeline)
 
 
-__all__ = ["CompileOptions", "PipelineSettings", "compile_for_pipeline", "pipeline_settings", "resolve"]
+__all__ = ["CompileOptions", "EngineCompile", "PipelineSettings", "compile_for_pipeline", "pipeline_settings", "resolve"]

@@ -142,13 +142,15 @@ def is_vllm_compiled_module(fn: Any) -> bool:
 
 
 def compile_vllm(
-    check: CloneCheck, fn: Callable[..., Any], inductor_config: Mapping[str, Any], *, dynamic: bool = False
+    check: CloneCheck, fn: Callable[..., Any], inductor_config: Mapping[str, Any], *, dynamic: bool = False,
+    fullgraph: bool = False, mode: str | None = None,
 ) -> Callable[..., Any]:
     """``fn`` compiled as vLLM does on CPU, observed by ``check`` (see the module docstring)."""
     if is_vllm_compiled_module(fn):
         require_check_backend(fn, dynamic=dynamic)
         return run_under_vllm(check, fn, fn, inductor_config, fn.vllm_config, check.probe.backend)
-    return run_under_vllm(check, fn, check.compile(fn, dynamic=dynamic), inductor_config)
+    compiled = check.compile(fn, dynamic=dynamic, fullgraph=fullgraph, mode=mode)
+    return run_under_vllm(check, fn, compiled, inductor_config)
 
 
 def run_under_vllm(
