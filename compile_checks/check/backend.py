@@ -37,8 +37,9 @@ from torch._inductor import compile_fx as compile_fx_module
 from torch._inductor.fx_passes import post_grad as post_grad_module
 
 from compile_checks.check.graph.blind_spots import subgraph_mutations
+from compile_checks.check.graph.input_offsets import rebase_input_offsets
 from compile_checks.check.graph.functionalized import FunctionalizedArg, functionalized_calls
-from compile_checks.check.graph.geometry import StorageRef, SymbolBinder, symbol_binders
+from compile_checks.check.graph.geometry import StorageRef, SymbolBinder, TensorGeometry, geometry_of, symbol_binders
 from compile_checks.check.graph.copies import find_copy_sites
 from compile_checks.check.graph.sites import CloneSite
 from compile_checks.check.hooks import session_lock, verify_inductor_hooks
@@ -56,6 +57,8 @@ class InnerGraph:
     clone_sites: list[CloneSite] = field(default_factory=list)
     post_grad_code: str = ""
     binders: list[SymbolBinder] = field(default_factory=list)
+    # compile-time geometry of each graph input: Inductor's offsets are relative to it
+    inputs: list[TensorGeometry | None] = field(default_factory=list)
     post_grad_seen: bool = False
     is_backward: bool = False
     # mutating ops the analysis cannot see into (higher-order-op subgraphs), with where
@@ -134,6 +137,7 @@ class Probe:
                 inner.clone_sites = find_copy_sites(gm.graph, self._preexisting)
                 inner.post_grad_code = gm.code
                 inner.binders = symbol_binders(gm.graph)
+                inner.inputs = [geometry_of(n.meta.get("val")) for n in gm.graph.nodes if n.op == "placeholder"]
                 inner.blind_spots = subgraph_mutations(gm)
                 inner.post_grad_seen = True
                 if self.analysis_only:
@@ -158,7 +162,7 @@ class Probe:
             region.phase_seconds["codegen"] += time.perf_counter() - t0 - post_grad
             self._current_inner, self._current_gm, self._post_grad_seconds = saved
         inner.recorder = CallRecorder(
-            self.pools, inner.clone_sites, inner.functionalized, inner.binders, self.received_pools
+            self.pools, inner.clone_sites, inner.functionalized, inner.binders, self.received_pools, inner.inputs
         )
         _record_inputs(out, inner)
         return out
@@ -190,11 +194,18 @@ class Probe:
 
 
 def _run_fx_graph(gm: torch.fx.GraphModule) -> Any:
-    """An OutputCode that runs the post-grad FX graph (aten ops + the custom op) eagerly."""
+    """An OutputCode that runs the post-grad FX graph (aten ops + the custom op) eagerly.
+
+    Explicit offsets into graph inputs are first rebased to what Inductor's code uses
+    (:mod:`compile_checks.check.graph.input_offsets`): run as traced, a region reused for
+    another layer's view of one storage wrote the compile-time layer's bytes.
+    """
     from torch._inductor.output_code import MockFXGraphCacheOutput
 
+    runnable, _ = rebase_input_offsets(gm)
+
     def call(args: list[Any]) -> Any:
-        return gm(*args)
+        return runnable(*args)
 
     out = MockFXGraphCacheOutput(gm=None)
     out.current_callable = call  # type: ignore[attr-defined]
