@@ -18,6 +18,7 @@ hand-built graphs can be analysed.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 
 import torch
@@ -117,7 +118,9 @@ def find_clone_sites(
     old = set(preexisting) if preexisting is not None else set()
     inputs = placeholder_indices(graph)
     written_back = written_back_from(graph)
-    sites: list[CloneSite] = []
+    # one site per clone buffer (the generated code allocates one buffer per clone node): two
+    # arguments sharing a v2 base clone, or two ops writing through one clone, are one copy
+    by_clone: dict[torch.fx.Node, CloneSite] = {}
     for node in graph.nodes:
         if node.op != "call_function" or node.target in AUTO_FUNCTIONALIZED_TARGETS:
             continue
@@ -141,8 +144,14 @@ def find_clone_sites(
                 clone_geo = geometry_of(clone_node.meta.get("val"))
                 if clone_geo is None:
                     continue
+                prior = by_clone.get(clone_node)
+                if prior is not None:
+                    also = (op_name(node.target), arg)
+                    if also != (prior.op, prior.arg) and also not in prior.also_feeds:
+                        by_clone[clone_node] = dataclasses.replace(prior, also_feeds=(*prior.also_feeds, also))
+                    continue
                 source, whole = clone_source_geometry(clone_input, root)
-                sites.append(
+                by_clone[clone_node] = (
                     CloneSite(
                         op=op_name(node.target),
                         arg=arg,
@@ -158,7 +167,7 @@ def find_clone_sites(
                         clone_source=source,
                     )
                 )
-    return sites
+    return list(by_clone.values())
 
 
 def find_copy_sites(graph: torch.fx.Graph, preexisting: Iterable[torch.fx.Node] | None = None) -> list[CloneSite]:

@@ -39,6 +39,9 @@ class CloneSite:
     written: tuple[TensorGeometry, ...] = ()
     clone_source: TensorGeometry | None = None
     view_in_input_storage: bool = False
+    # other (op, argument) pairs written through the same copy (a shared v2 base, two ops on one
+    # clone): one buffer in the generated code, so one site
+    also_feeds: tuple[tuple[str, str], ...] = ()
 
     def real_view(
         self, placeholder: StorageRef, bindings: dict, compiled_input: TensorGeometry | None = None
