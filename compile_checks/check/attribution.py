@@ -41,6 +41,7 @@ def build_report(
         for inner in region.inner:
             _add_mutated_args(report, region, inner)
             _add_clones(report, region, inner, named)
+            report.errors += [f"region {region.index}: {m}" for m in inner.misplaced]
             recorder = inner.recorder
             if recorder is not None:
                 report.errors += [f"region {region.index}: {p}" for p in sorted(recorder.problems)]

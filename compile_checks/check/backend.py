@@ -40,7 +40,7 @@ from compile_checks.check.graph.blind_spots import subgraph_mutations
 from compile_checks.check.graph.input_offsets import rebase_input_offsets
 from compile_checks.check.graph.functionalized import FunctionalizedArg, functionalized_calls
 from compile_checks.check.graph.geometry import StorageRef, SymbolBinder, TensorGeometry, geometry_of, symbol_binders
-from compile_checks.check.graph.copies import find_copy_sites
+from compile_checks.check.graph.copies import find_copy_sites, misplaced_write_backs
 from compile_checks.check.graph.sites import CloneSite
 from compile_checks.check.hooks import session_lock, verify_inductor_hooks
 from compile_checks.check.kernel_metrics import kernel_byte_metrics
@@ -63,6 +63,8 @@ class InnerGraph:
     is_backward: bool = False
     # mutating ops the analysis cannot see into (higher-order-op subgraphs), with where
     blind_spots: list[str] = field(default_factory=list)
+    # write-backs whose copy was taken from other bytes than it is written into (a miscompile)
+    misplaced: list[str] = field(default_factory=list)
     recorder: CallRecorder | None = None
     calls: int = 0
 
@@ -135,6 +137,7 @@ class Probe:
             # subgraphs run first (_recursive_post_grad_passes); the top graph is last
             if inner is not None and gm is self._current_gm:
                 inner.clone_sites = find_copy_sites(gm.graph, self._preexisting)
+                inner.misplaced = misplaced_write_backs(gm.graph)
                 inner.post_grad_code = gm.code
                 inner.binders = symbol_binders(gm.graph)
                 inner.inputs = [geometry_of(n.meta.get("val")) for n in gm.graph.nodes if n.op == "placeholder"]

@@ -170,6 +170,48 @@ def find_clone_sites(
     return list(by_clone.values())
 
 
+def misplaced_write_backs(graph: torch.fx.Graph) -> list[str]:
+    """``copy_(dst, view_of(clone(as_strided(input, ..., off))))`` epilogues whose clone was taken from
+    other bytes of the input's storage than the ones it is written back into.
+
+    In Inductor's code an explicit offset into a graph input and the input's own views are both
+    taken relative to the input, so the write-back reads what it writes only when
+    ``off + (src offset in the clone) == dst offset``. When the decomposition cloned from a stale
+    geometry (seen: an eviction ``index_put_`` re-inplaced on a pool at a non-zero storage offset,
+    ``kv[1]``, whose result kept the functional op's offset-0 fake value), the compiled code
+    copies another tensor's bytes (K's) into the pool (V): a miscompile, compiled != eager.
+    """
+    out: list[str] = []
+    for copy_node, placeholder, src in write_backs(graph):
+        clone_node, _ = view_chain_root(src)
+        if clone_node.op != "call_function" or clone_node.target not in _CLONE_TARGETS or not clone_node.args:
+            continue
+        clone_input = clone_node.args[0]
+        if not isinstance(clone_input, torch.fx.Node) or view_chain_root(clone_input)[0] is not placeholder:
+            continue
+        dst_geo = geometry_of(copy_node.args[0].meta.get("val"))  # type: ignore[union-attr]
+        src_geo = geometry_of(src.meta.get("val"))
+        if dst_geo is None or src_geo is None or dst_geo.is_symbolic or src_geo.is_symbolic:
+            continue
+        if clone_input is placeholder:
+            ph_geo = geometry_of(placeholder.meta.get("val"))
+            start = ph_geo.storage_offset if ph_geo is not None and not ph_geo.is_symbolic else None
+        elif clone_input.target is torch.ops.aten.as_strided.default and len(clone_input.args) >= 4:
+            start = clone_input.args[3] if isinstance(clone_input.args[3], int) else None
+        else:
+            start = None
+        if start is None:
+            continue
+        if start + src_geo.storage_offset != dst_geo.storage_offset or src_geo.shape != dst_geo.shape:
+            out.append(
+                f"{copy_node.name}: the value written back into {placeholder.name} (storage offset "
+                f"{dst_geo.storage_offset}) comes from clone {clone_node.name} taken at storage offset "
+                f"{start + src_geo.storage_offset}: the compiled code writes other bytes of that storage into "
+                "the pool (a stale geometry in Inductor's decomposition; compiled != eager)"
+            )
+    return out
+
+
 def find_copy_sites(graph: torch.fx.Graph, preexisting: Iterable[torch.fx.Node] | None = None) -> list[CloneSite]:
     """Every whole-buffer copy of a mutated input: functionalization clones, then ATen write copies."""
     clones = find_clone_sites(graph, preexisting)
@@ -180,6 +222,7 @@ __all__ = [
     "clone_source_geometry",
     "find_clone_sites",
     "find_copy_sites",
+    "misplaced_write_backs",
     "written_back_from",
     "written_back_values",
 ]
