@@ -125,3 +125,49 @@ def generated_copies(
 def reported_copies(report: Any) -> list[int]:
     """Bytes of each distinct copy node the check reports (one per buffer the code allocates)."""
     return sorted({(c.region, c.node): c.nbytes for c in report.clones + report.other_clones}.values())
+
+
+# ---- item 5: counts and bytes -------------------------------------------------------------------
+def fused_kv_late_read(kv, x, slots, window):
+    """One ``(2, N, H, D)`` input, k and v sliced inside, V window read after the commit: under v2
+    one clone of the shared base stands in for both arguments (one buffer in the code)."""
+    k, v = kv[0], kv[1]
+    kw, vw = ar_paging.gather_window(k, v, window)
+    torch.ops.ar_paging.paged_write(k, v, x * 2, x + kw.mean(0), slots)
+    return kw.sum() + vw.sum()
+
+
+def fused_kv_unbind(kv, x, slots, window):
+    """``k, v = kv.unbind(0)`` (vLLM's idiom), the commit with no later read."""
+    k, v = kv.unbind(0)
+    torch.ops.ar_paging.paged_write(k, v, x * 2, x + 1, slots)
+    return x.sum()
+
+
+def fused_kv_chunk_late_read(kv, x, slots, window):
+    """``kv.chunk(2)`` views, V window read after the commit."""
+    k, v = (t.squeeze(0) for t in kv.chunk(2))
+    kw, vw = ar_paging.gather_window(k, v, window)
+    torch.ops.ar_paging.paged_write(k, v, x * 2, x + kw.mean(0), slots)
+    return kw.sum() + vw.sum()
+
+
+def two_kept_index_puts(k, v, x, slots, window, evicted):
+    """Two ATen writes into K, each followed by a read of the old K: both stay functional."""
+    kw = k[window]
+    k[slots] = x
+    kw2 = k[window]
+    k[evicted] = x + 1
+    return kw.sum() + kw2.sum()
+
+
+def range_commit_after_gather(k, v, x, slots, window, evicted):
+    """``k[a:b] = x`` with the old K read after: Inductor writes it in one read-modify-write pass."""
+    kw = k[window]
+    k[N - x.shape[0] :] = x
+    return kw.sum()
+
+
+def fused_args(n: int = N, tokens: int = 4) -> tuple[torch.Tensor, ...]:
+    """(kv, x, slots, window) for the fused steps."""
+    return torch.randn(2, n, H, D), torch.randn(tokens, H, D), torch.arange(n - tokens, n), torch.arange(0, 8)

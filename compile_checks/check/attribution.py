@@ -42,6 +42,7 @@ def build_report(
             _add_mutated_args(report, region, inner)
             _add_clones(report, region, inner, named)
             report.errors += [f"region {region.index}: {m}" for m in inner.misplaced]
+            report.notes += [f"region {region.index}: {n}" for n in inner.notes]
             recorder = inner.recorder
             if recorder is not None:
                 report.errors += [f"region {region.index}: {p}" for p in sorted(recorder.problems)]

@@ -40,6 +40,7 @@ from compile_checks.check.graph.blind_spots import subgraph_mutations
 from compile_checks.check.graph.input_offsets import rebase_input_offsets
 from compile_checks.check.graph.functionalized import FunctionalizedArg, functionalized_calls
 from compile_checks.check.graph.geometry import StorageRef, SymbolBinder, TensorGeometry, geometry_of, symbol_binders
+from compile_checks.check.graph.aten_writes import whole_pool_passes
 from compile_checks.check.graph.copies import find_copy_sites, misplaced_write_backs
 from compile_checks.check.graph.sites import CloneSite
 from compile_checks.check.hooks import session_lock, verify_inductor_hooks
@@ -65,6 +66,8 @@ class InnerGraph:
     blind_spots: list[str] = field(default_factory=list)
     # write-backs whose copy was taken from other bytes than it is written into (a miscompile)
     misplaced: list[str] = field(default_factory=list)
+    # caveats for the report (whole-buffer passes that are no copy)
+    notes: list[str] = field(default_factory=list)
     recorder: CallRecorder | None = None
     calls: int = 0
 
@@ -138,6 +141,8 @@ class Probe:
             if inner is not None and gm is self._current_gm:
                 inner.clone_sites = find_copy_sites(gm.graph, self._preexisting)
                 inner.misplaced = misplaced_write_backs(gm.graph)
+                clones = {c.clone_node for c in inner.clone_sites}
+                inner.notes = whole_pool_passes(gm.graph, clones)
                 inner.post_grad_code = gm.code
                 inner.binders = symbol_binders(gm.graph)
                 inner.inputs = [geometry_of(n.meta.get("val")) for n in gm.graph.nodes if n.op == "placeholder"]

@@ -55,16 +55,26 @@ def aliased_input(node: torch.fx.Node) -> torch.fx.Node | None:
         return None
     if node.target is operator.getitem:
         src = node.args[0] if node.args else None
-        if isinstance(src, torch.fx.Node) and _returns_alias_list(src.target):
-            return _alias_arg(src, src.target)
+        if isinstance(src, torch.fx.Node) and _returns_alias_list(src.target) and src.args:
+            # ``Tensor(a -> *) self -> Tensor(a)[]``: every element aliases ``self``
+            up = src.args[0]
+            return up if isinstance(up, torch.fx.Node) else None
         return None
     return _alias_arg(node, node.target)
 
 
 def _returns_alias_list(target: object) -> bool:
+    """A list-returning view (``unbind``, ``chunk``, ``split``): its first argument is an alias source."""
     schema = getattr(target, "_schema", None)
-    return bool(schema is not None and schema.returns and schema.returns[0].alias_info is not None
-                and str(schema.returns[0].type).endswith("[]"))
+    if schema is None or not schema.returns or not schema.arguments:
+        return False
+    first = schema.arguments[0].alias_info
+    return (
+        isinstance(schema.returns[0].type, torch.ListType)
+        and schema.returns[0].alias_info is not None
+        and first is not None
+        and not first.is_write
+    )
 
 
 def _alias_arg(node: torch.fx.Node, target: object) -> torch.fx.Node | None:
