@@ -57,7 +57,12 @@ def build_report(
         )
         report.unreceived_pools = list(pools or {})
         return report
-    for name in pools or {}:
+    report.errors += _aliased_names(pools or {})
+    for name, tensor in (pools or {}).items():
+        if tensor.numel() == 0:
+            # nothing to copy, and no compiled graph can be told to have received it
+            report.notes.append(f"named pool {name!r} has no elements: nothing can be copied, not tracked")
+            continue
         if name not in probe.received_pools:
             report.unreceived_pools.append(name)
             report.errors.append(
@@ -65,6 +70,21 @@ def build_report(
                 "(a stale or rebuilt tensor? its copies could not be seen)"
             )
     return report
+
+
+def _aliased_names(pools: Mapping[str, torch.Tensor]) -> list[str]:
+    """Two names for one tensor (same storage and geometry): every copy would carry only one of them."""
+    seen: dict[tuple, str] = {}
+    out: list[str] = []
+    for name, t in pools.items():
+        if t.numel() == 0:
+            continue
+        key = (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), tuple(t.stride()), t.dtype)
+        if key in seen:
+            out.append(f"named pools {seen[key]!r} and {name!r} are the same tensor: name each pool once")
+        else:
+            seen[key] = name
+    return out
 
 
 def _unanalysed(region: Region) -> list[str]:

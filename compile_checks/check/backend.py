@@ -4,12 +4,12 @@
 for the duration of :func:`instrumented_inductor` two Inductor passes are wrapped
 (and restored afterwards, whatever happens):
 
-* ``post_grad.reinplace_inplaceable_ops``: the graph is snapshotted just before
-  (which nodes exist: a later clone not among them came from the decomposition)
-  and read just after (``auto_functionalized*`` nodes then carry
-  ``meta["only_clone_these_tensors"]``).
-* ``compile_fx.post_grad_passes``: the final post-grad graph (what Inductor
-  lowers) is read after it returns: its copy sites and its blind spots.
+* ``post_grad.reinplace_inplaceable_ops``: read just after (``auto_functionalized*`` nodes then
+  carry ``meta["only_clone_these_tensors"]``).
+* ``compile_fx.post_grad_passes``: the graph is snapshotted when it starts (which nodes were
+  traced: a clone not among them was added by a pass, the decomposition's or the user's) and
+  the final post-grad graph (what Inductor lowers) is read after it returns: its copy sites
+  and its blind spots.
 
 The compiled callable of each inner graph is wrapped to attribute every call's real
 inputs to the named pools (:mod:`compile_checks.check.runtime_pools`), and the region callable
@@ -122,7 +122,6 @@ class Probe:
     def wrap_reinplace(self, original: Callable[..., None]) -> Callable[..., None]:
         @functools.wraps(original)
         def reinplace(fake_tensor_updater: Any, graph: torch.fx.Graph) -> None:
-            self._preexisting = set(graph.nodes)
             original(fake_tensor_updater, graph)
             if self._current_inner is not None:
                 self._current_inner.functionalized = functionalized_calls(graph)
@@ -132,7 +131,11 @@ class Probe:
     def wrap_post_grad(self, original: Callable[..., None]) -> Callable[..., None]:
         @functools.wraps(original)
         def post_grad_passes(gm: torch.fx.GraphModule, is_inference: bool) -> None:
-            self._preexisting = set()
+            # the graph as traced (dynamo + AOT): a clone in it is the program's own; one added by
+            # any post-grad pass (Inductor's, or the user's post_grad_custom_pre/post_pass, as
+            # vLLM's pass manager installs) is not, whatever pass added it
+            if gm is self._current_gm:
+                self._preexisting = set(gm.graph.nodes)
             t0 = time.perf_counter()
             original(gm, is_inference)
             self._post_grad_seconds += time.perf_counter() - t0

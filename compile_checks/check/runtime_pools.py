@@ -63,6 +63,9 @@ class PoolIndex:
             containing = [(n, r) for n, r in same.items() if _span(r)[0] <= vlo and _span(r)[1] >= vhi]
             if containing:
                 return min(containing, key=lambda nr: _span(nr[1])[1] - _span(nr[1])[0])[0]
+            # the written view lies outside every named pool of that storage (an unnamed view of
+            # it, another layer's slice): pinning it on a named neighbour would be a wrong name
+            return None
         for n, r in same.items():
             if (r.storage_offset, r.shape, r.stride) == (placeholder.storage_offset, placeholder.shape, placeholder.stride):
                 return n
