@@ -40,6 +40,14 @@ def raises_in_fn():
     return Case(name="raises", fn=raising_step, args=make("x", False, True).args)
 
 
+def interrupted_step(k, v, x, slots, window):
+    raise KeyboardInterrupt
+
+
+def interrupted_in_fn():
+    return Case(name="interrupted", fn=interrupted_step, args=make("x", False, True).args)
+
+
 def exiting_factory():
     import sys
     sys.exit(0)
@@ -74,6 +82,11 @@ def test_sys_exit_in_a_factory_or_module_is_not_a_clean_exit(engine: Path, tmp_p
     module.write_text("import sys\nsys.exit(0)\n")
     assert main(["gate", f"{module}:gate", "--no-progress"]) == 2
     assert "SystemExit" in capsys.readouterr().err
+
+
+def test_keyboard_interrupt_in_a_case_exits_130(engine: Path, capsys) -> None:
+    assert main(["gate", f"{engine}:interrupted_in_fn", "--no-progress"]) == 130
+    assert "interrupted" in capsys.readouterr().err
 
 
 def test_a_run_time_value_error_is_not_called_a_compile_failure(engine: Path, capsys) -> None:
