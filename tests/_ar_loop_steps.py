@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch._inductor.utils import run_and_get_code
 
-import ar_paging  # noqa: F401  (registers torch.ops.ar_paging.paged_write)
+import ar_paging
 
 H, D = 2, 8
 N = 64

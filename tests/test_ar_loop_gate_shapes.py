@@ -18,7 +18,12 @@ from _ar_loop_steps import pool_sized_allocations
 from torch._inductor.utils import run_and_get_code
 
 from compile_checks.case import run_case
-from compile_checks.scenarios import DEFAULT_GATE_CLEAN, DEFAULT_GATE_NEGATIVE, SCENARIOS, scenario_case
+from compile_checks.scenarios import (
+    DEFAULT_GATE_CLEAN,
+    DEFAULT_GATE_NEGATIVE,
+    SCENARIOS,
+    scenario_case,
+)
 
 pytestmark = pytest.mark.compile
 

@@ -9,7 +9,15 @@ from __future__ import annotations
 
 import pytest
 import torch
-from _ar_loop_steps import H, N, POOL_BYTES, D, evict_gather_commit, gather_commit_late, step_args
+from _ar_loop_steps import (
+    POOL_BYTES,
+    D,
+    H,
+    N,
+    evict_gather_commit,
+    gather_commit_late,
+    step_args,
+)
 
 from compile_checks.api import analyze_pool_clones
 

@@ -17,7 +17,7 @@ import torch
 import torch.fx
 
 from compile_checks.check.graph.fx_helpers import op_name, placeholder_indices, view_chain_root, write_backs
-from compile_checks.check.graph.geometry import geometry_of
+from compile_checks.check.graph.geometry import TensorGeometry, geometry_of
 from compile_checks.check.graph.sites import CloneSite, is_view_scatter
 from compile_checks.vocab import CopyKind
 
@@ -152,7 +152,7 @@ def find_aten_write_copies(graph: torch.fx.Graph, written_back_clones: Collectio
 
 
 def _write_site(
-    write: torch.fx.Node, placeholder: torch.fx.Node, index: int, written: tuple[object, ...]
+    write: torch.fx.Node, placeholder: torch.fx.Node, index: int, written: tuple[TensorGeometry, ...]
 ) -> CloneSite | None:
     out_geo = geometry_of(write.meta.get("val"))
     if out_geo is None:
@@ -170,13 +170,13 @@ def _write_site(
         clones_whole_input=False,
         clone_is_input=write.args[0] is placeholder,
         kind=CopyKind.ATEN_WRITE_COPY,
-        written=written,  # type: ignore[arg-type]
+        written=written,
         clone_source=self_geo,
         view_in_input_storage=True,
     )
 
 
-def _with_written(site: CloneSite, geo: object) -> CloneSite:
+def _with_written(site: CloneSite, geo: TensorGeometry) -> CloneSite:
     import dataclasses
 
     return dataclasses.replace(site, written=(*site.written, geo))

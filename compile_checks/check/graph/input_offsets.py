@@ -26,7 +26,7 @@ _OFFSET_OPS: frozenset[object] = frozenset(
 
 def _rebased(offset: int, tensor: torch.Tensor, compiled_offset: int) -> int:
     """The storage offset Inductor's code uses for this call (see the module docstring)."""
-    return offset + tensor.storage_offset() - compiled_offset
+    return offset + int(tensor.storage_offset()) - compiled_offset
 
 
 def rebase_input_offsets(gm: torch.fx.GraphModule) -> tuple[torch.fx.GraphModule, int]:
