@@ -31,7 +31,15 @@ from compile_checks.verdict import copy_fields, render_copy
 
 
 class CompileCheckError(CompileChecksError, RuntimeError):
-    """``fn`` could not be compiled (or run) under the check; ``__cause__`` is the original error."""
+    """``fn`` could not be compiled (or run) under the check; ``__cause__`` is the original error.
+
+    ``phase`` is "compile" when torch.compile itself failed (a dynamo/backend error), "run" when
+    the user's code raised while running (a ``ValueError`` of its own is no compile failure).
+    """
+
+    def __init__(self, message: str, phase: str = "compile") -> None:
+        super().__init__(message)
+        self.phase = phase
 
 
 class CloneCheck:
@@ -92,7 +100,9 @@ class CloneCheck:
             except CompileCheckError:
                 raise
             except Exception as e:  # noqa: BLE001 - the cause is kept and named
-                raise CompileCheckError(f"torch.compile of {callable_name(fn)} failed: {first_line(e)}") from e
+                if isinstance(e, torch._dynamo.exc.TorchDynamoException):
+                    raise CompileCheckError(f"torch.compile of {callable_name(fn)} failed: {first_line(e)}") from e
+                raise CompileCheckError(f"{callable_name(fn)} raised under the check: {first_line(e)}", phase="run") from e
 
         return run
 

@@ -55,12 +55,14 @@ def test_index_put_commit_with_no_later_read_is_reinplaced_and_clean() -> None:
     assert report.clones == [] and report.other_clones == [] and report.check_passed
 
 
-def test_slice_copy_left_functional_is_a_copy_too() -> None:
+def test_slice_copy_left_functional_is_one_pass_not_a_copy() -> None:
+    """Issue 16 item 5: Inductor fuses the functional ``slice_scatter`` into the write-back, one
+    read-modify-write pass over K with no buffer (the generated code allocates none:
+    tests/test_ar_loop_counts.py); it is noted, not counted as a copy."""
     k, v = pools_split()
     report = _check(aten_slice_copy_after_gather, k, v, *aten_args(), pools={"k": k, "v": v})
-    assert [(c.kind, c.op, c.pool, c.nbytes) for c in report.clones] == [
-        ("aten_write_copy", "aten::slice_scatter", "k", POOL_BYTES)
-    ]
+    assert report.clones == [] and report.other_clones == []
+    assert [n for n in report.notes if "aten::slice_scatter" in n and f"{POOL_BYTES} bytes" in n]
 
 
 def _pool_loops(code: str, numel: int) -> int:

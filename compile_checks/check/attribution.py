@@ -41,11 +41,28 @@ def build_report(
         for inner in region.inner:
             _add_mutated_args(report, region, inner)
             _add_clones(report, region, inner, named)
+            report.errors += [f"region {region.index}: {m}" for m in inner.misplaced]
+            report.notes += [f"region {region.index}: {n}" for n in inner.notes]
             recorder = inner.recorder
             if recorder is not None:
                 report.errors += [f"region {region.index}: {p}" for p in sorted(recorder.problems)]
             _cross_check(region.index, inner.functionalized, inner.clone_sites, report.notes)
-    for name in pools or {}:
+    if not probe.regions:
+        # nothing compiled is nothing checked: dynamo disabled (TORCHDYNAMO_DISABLE=1,
+        # set_stance("force_eager")), a driver that ran no step, an AOTInductor package
+        report.errors.append(
+            "no compiled region: torch.compile compiled nothing through the check, so nothing was checked "
+            "(dynamo disabled by TORCHDYNAMO_DISABLE=1 or torch.compiler.set_stance('force_eager'), a driver "
+            "that ran no step, or code compiled outside the check such as an AOTInductor package)"
+        )
+        report.unreceived_pools = list(pools or {})
+        return report
+    report.errors += _aliased_names(pools or {})
+    for name, tensor in (pools or {}).items():
+        if tensor.numel() == 0:
+            # nothing to copy, and no compiled graph can be told to have received it
+            report.notes.append(f"named pool {name!r} has no elements: nothing can be copied, not tracked")
+            continue
         if name not in probe.received_pools:
             report.unreceived_pools.append(name)
             report.errors.append(
@@ -53,6 +70,21 @@ def build_report(
                 "(a stale or rebuilt tensor? its copies could not be seen)"
             )
     return report
+
+
+def _aliased_names(pools: Mapping[str, torch.Tensor]) -> list[str]:
+    """Two names for one tensor (same storage and geometry): every copy would carry only one of them."""
+    seen: dict[tuple, str] = {}
+    out: list[str] = []
+    for name, t in pools.items():
+        if t.numel() == 0:
+            continue
+        key = (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), tuple(t.stride()), t.dtype)
+        if key in seen:
+            out.append(f"named pools {seen[key]!r} and {name!r} are the same tensor: name each pool once")
+        else:
+            seen[key] = name
+    return out
 
 
 def _unanalysed(region: Region) -> list[str]:
@@ -117,12 +149,14 @@ def _clone(site: CloneSite, region: Region, hit: object) -> SurvivingClone:
 def _cross_check(region: int, functionalized: list[FunctionalizedArg], sites: list[CloneSite], notes: list[str]) -> None:
     """Note where the reinplace decision (meta) and the final graph disagree (custom-op clones only)."""
     cloned = {(f.op, f.arg) for f in functionalized if f.cloned}
-    found = {(s.op, s.arg) for s in sites if s.kind == CopyKind.FUNCTIONALIZATION_CLONE}
+    found = {pair for s in sites if s.kind == CopyKind.FUNCTIONALIZATION_CLONE for pair in ((s.op, s.arg), *s.also_feeds)}
     for op, arg in sorted(cloned - found):
         notes.append(
             f"region {region}: reinplace kept a clone for {op}.{arg} whose value is never written back into "
             "a caller tensor (a copy the program asked for, e.g. x.clone(), not a pool copy)"
         )
+    functionalized_ops = {f.op for f in functionalized}
     for op, arg in sorted(found - cloned):
-        if functionalized:
+        # an ATen in-place op writing through the clone was never auto_functionalized: no decision to compare
+        if op in functionalized_ops:
             notes.append(f"region {region}: a clone feeds {op}.{arg} though reinplace did not ask for one")

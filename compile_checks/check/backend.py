@@ -4,12 +4,12 @@
 for the duration of :func:`instrumented_inductor` two Inductor passes are wrapped
 (and restored afterwards, whatever happens):
 
-* ``post_grad.reinplace_inplaceable_ops``: the graph is snapshotted just before
-  (which nodes exist: a later clone not among them came from the decomposition)
-  and read just after (``auto_functionalized*`` nodes then carry
-  ``meta["only_clone_these_tensors"]``).
-* ``compile_fx.post_grad_passes``: the final post-grad graph (what Inductor
-  lowers) is read after it returns: its copy sites and its blind spots.
+* ``post_grad.reinplace_inplaceable_ops``: read just after (``auto_functionalized*`` nodes then
+  carry ``meta["only_clone_these_tensors"]``).
+* ``compile_fx.post_grad_passes``: the graph is snapshotted when it starts (which nodes were
+  traced: a clone not among them was added by a pass, the decomposition's or the user's) and
+  the final post-grad graph (what Inductor lowers) is read after it returns: its copy sites
+  and its blind spots.
 
 The compiled callable of each inner graph is wrapped to attribute every call's real
 inputs to the named pools (:mod:`compile_checks.check.runtime_pools`), and the region callable
@@ -37,9 +37,11 @@ from torch._inductor import compile_fx as compile_fx_module
 from torch._inductor.fx_passes import post_grad as post_grad_module
 
 from compile_checks.check.graph.blind_spots import subgraph_mutations
+from compile_checks.check.graph.input_offsets import rebase_input_offsets
 from compile_checks.check.graph.functionalized import FunctionalizedArg, functionalized_calls
-from compile_checks.check.graph.geometry import StorageRef, SymbolBinder, symbol_binders
-from compile_checks.check.graph.copies import find_copy_sites
+from compile_checks.check.graph.geometry import StorageRef, SymbolBinder, TensorGeometry, geometry_of, symbol_binders
+from compile_checks.check.graph.aten_writes import whole_pool_passes
+from compile_checks.check.graph.copies import find_copy_sites, misplaced_write_backs
 from compile_checks.check.graph.sites import CloneSite
 from compile_checks.check.hooks import session_lock, verify_inductor_hooks
 from compile_checks.check.kernel_metrics import kernel_byte_metrics
@@ -56,10 +58,16 @@ class InnerGraph:
     clone_sites: list[CloneSite] = field(default_factory=list)
     post_grad_code: str = ""
     binders: list[SymbolBinder] = field(default_factory=list)
+    # compile-time geometry of each graph input: Inductor's offsets are relative to it
+    inputs: list[TensorGeometry | None] = field(default_factory=list)
     post_grad_seen: bool = False
     is_backward: bool = False
     # mutating ops the analysis cannot see into (higher-order-op subgraphs), with where
     blind_spots: list[str] = field(default_factory=list)
+    # write-backs whose copy was taken from other bytes than it is written into (a miscompile)
+    misplaced: list[str] = field(default_factory=list)
+    # caveats for the report (whole-buffer passes that are no copy)
+    notes: list[str] = field(default_factory=list)
     recorder: CallRecorder | None = None
     calls: int = 0
 
@@ -114,7 +122,6 @@ class Probe:
     def wrap_reinplace(self, original: Callable[..., None]) -> Callable[..., None]:
         @functools.wraps(original)
         def reinplace(fake_tensor_updater: Any, graph: torch.fx.Graph) -> None:
-            self._preexisting = set(graph.nodes)
             original(fake_tensor_updater, graph)
             if self._current_inner is not None:
                 self._current_inner.functionalized = functionalized_calls(graph)
@@ -124,7 +131,11 @@ class Probe:
     def wrap_post_grad(self, original: Callable[..., None]) -> Callable[..., None]:
         @functools.wraps(original)
         def post_grad_passes(gm: torch.fx.GraphModule, is_inference: bool) -> None:
-            self._preexisting = set()
+            # the graph as traced (dynamo + AOT): a clone in it is the program's own; one added by
+            # any post-grad pass (Inductor's, or the user's post_grad_custom_pre/post_pass, as
+            # vLLM's pass manager installs) is not, whatever pass added it
+            if gm is self._current_gm:
+                self._preexisting = set(gm.graph.nodes)
             t0 = time.perf_counter()
             original(gm, is_inference)
             self._post_grad_seconds += time.perf_counter() - t0
@@ -132,8 +143,12 @@ class Probe:
             # subgraphs run first (_recursive_post_grad_passes); the top graph is last
             if inner is not None and gm is self._current_gm:
                 inner.clone_sites = find_copy_sites(gm.graph, self._preexisting)
+                inner.misplaced = misplaced_write_backs(gm.graph)
+                clones = {c.clone_node for c in inner.clone_sites}
+                inner.notes = whole_pool_passes(gm.graph, clones)
                 inner.post_grad_code = gm.code
                 inner.binders = symbol_binders(gm.graph)
+                inner.inputs = [geometry_of(n.meta.get("val")) for n in gm.graph.nodes if n.op == "placeholder"]
                 inner.blind_spots = subgraph_mutations(gm)
                 inner.post_grad_seen = True
                 if self.analysis_only:
@@ -158,7 +173,7 @@ class Probe:
             region.phase_seconds["codegen"] += time.perf_counter() - t0 - post_grad
             self._current_inner, self._current_gm, self._post_grad_seconds = saved
         inner.recorder = CallRecorder(
-            self.pools, inner.clone_sites, inner.functionalized, inner.binders, self.received_pools
+            self.pools, inner.clone_sites, inner.functionalized, inner.binders, self.received_pools, inner.inputs
         )
         _record_inputs(out, inner)
         return out
@@ -196,11 +211,18 @@ class Probe:
 
 
 def _run_fx_graph(gm: torch.fx.GraphModule) -> Any:
-    """An OutputCode that runs the post-grad FX graph (aten ops + the custom op) eagerly."""
+    """An OutputCode that runs the post-grad FX graph (aten ops + the custom op) eagerly.
+
+    Explicit offsets into graph inputs are first rebased to what Inductor's code uses
+    (:mod:`compile_checks.check.graph.input_offsets`): run as traced, a region reused for
+    another layer's view of one storage wrote the compile-time layer's bytes.
+    """
     from torch._inductor.output_code import MockFXGraphCacheOutput
 
+    runnable, _ = rebase_input_offsets(gm)
+
     def call(args: list[Any]) -> Any:
-        return gm(*args)
+        return runnable(*args)
 
     out = MockFXGraphCacheOutput(gm=None)
     out.current_callable = call  # type: ignore[attr-defined]

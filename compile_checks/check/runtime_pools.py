@@ -16,7 +16,13 @@ from dataclasses import dataclass, field
 import torch
 
 from compile_checks.check.graph.functionalized import FunctionalizedArg
-from compile_checks.check.graph.geometry import StorageRef, SymbolBinder, UnresolvedSizeError, bind_symbols
+from compile_checks.check.graph.geometry import (
+    StorageRef,
+    SymbolBinder,
+    TensorGeometry,
+    UnresolvedSizeError,
+    bind_symbols,
+)
 from compile_checks.check.graph.sites import CloneSite
 
 
@@ -57,6 +63,9 @@ class PoolIndex:
             containing = [(n, r) for n, r in same.items() if _span(r)[0] <= vlo and _span(r)[1] >= vhi]
             if containing:
                 return min(containing, key=lambda nr: _span(nr[1])[1] - _span(nr[1])[0])[0]
+            # the written view lies outside every named pool of that storage (an unnamed view of
+            # it, another layer's slice): pinning it on a named neighbour would be a wrong name
+            return None
         for n, r in same.items():
             if (r.storage_offset, r.shape, r.stride) == (placeholder.storage_offset, placeholder.shape, placeholder.stride):
                 return n
@@ -91,6 +100,8 @@ class CallRecorder:
     functionalized: Sequence[FunctionalizedArg]
     binders: Sequence[SymbolBinder]
     received: set[str]
+    # compile-time geometry of each graph input (placeholder order): graph offsets are relative to it
+    inputs: Sequence[TensorGeometry | None] = ()
     copy_hits: set[CopyHit] = field(default_factory=set)
     arg_hits: set[ArgHit] = field(default_factory=set)
     problems: set[str] = field(default_factory=set)
@@ -128,7 +139,7 @@ class CallRecorder:
         try:
             clone = site.clone.resolve(bindings)
             written = sum(g.resolve(bindings).nbytes for g in site.written)
-            view = site.real_view(ph, bindings) if ph is not None else None
+            view = site.real_view(ph, bindings, self._input(site.placeholder_index)) if ph is not None else None
         except UnresolvedSizeError as e:
             self.problems.add(f"{site.op} argument {site.arg!r} (node {site.clone_node}): bytes unknown, {e}")
             clone, written, view = site.clone, sum(g.nbytes for g in site.written), None
@@ -144,8 +155,18 @@ class CallRecorder:
                 g = fa.view.resolve(bindings)
             except UnresolvedSizeError:
                 return self.pools.match(None, ref)
-            view = StorageRef(ref.data_ptr, g.storage_offset, g.shape, g.stride, g.dtype)
+            shift = 0
+            compiled = self._input(fa.placeholder_index) if fa.placeholder_index is not None else None
+            if compiled is not None:
+                try:
+                    shift = ref.storage_offset - compiled.resolve(bindings).storage_offset
+                except UnresolvedSizeError:
+                    return self.pools.match(None, ref)
+            view = StorageRef(ref.data_ptr, g.storage_offset + shift, g.shape, g.stride, g.dtype)
         return self.pools.match(view, ref)
+
+    def _input(self, index: int) -> TensorGeometry | None:
+        return self.inputs[index] if index < len(self.inputs) else None
 
 
 def match_pool(view: StorageRef | None, placeholder: StorageRef, pools: Mapping[str, torch.Tensor]) -> str | None:

@@ -76,6 +76,12 @@ def load_config(pyproject: str | Path) -> GateConfig | None:
         )
     for key, value in table.items():
         _check_type(path, key, value)
+    for key in ("targets", "pipelines"):
+        if key in table and not table[key]:
+            # an empty list is not "unset": it would silently gate the built-in scenarios instead
+            raise ConfigError(
+                f"{path}: [tool.compile_checks] {key} is empty; name at least one, or remove the key"
+            )
     bad = [p for p in table.get("pipelines", []) if p not in PIPELINES]
     if bad:
         raise ConfigError(f"{path}: [tool.compile_checks] pipelines: unknown {', '.join(bad)}; valid: {', '.join(PIPELINES)}")

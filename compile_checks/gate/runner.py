@@ -164,7 +164,9 @@ def run_planned(planned: PlannedCase, builder: CaseBuilder, dump_root: Path | No
         case = builder.take(planned)
         result = run_case(case, analysis_only=planned.analysis_only, dump_dir=_dump_dir(dump_root, planned.label))
     except CompileCheckError as e:
-        return failed(ErrorKind.COMPILE, f"compile failed: {e}")
+        return failed(ErrorKind.COMPILE, f"{getattr(e, 'phase', 'compile')} failed: {e}")
+    except SystemExit as e:  # the case's own code exited: an error of this case, never the gate's exit 0
+        return failed(ErrorKind.COMPILE, f"the case's code called sys.exit({e.code!r}) (SystemExit)")
     except OSError as e:
         return failed(ErrorKind.UNWRITABLE, f"cannot write dumps: {e}")
     except Exception as e:  # noqa: BLE001 - one line per case, never a traceback mid-table

@@ -22,6 +22,11 @@ class TargetError(CompileChecksError, ValueError):
     """A target could not be resolved to cases (the CLI maps it to its usage exit code)."""
 
 
+def _exited(e: SystemExit) -> str:
+    """A target's code that exits would end the gate with its code (0: "passed") and no table."""
+    return f"called sys.exit({e.code!r}) (SystemExit): a target must define cases, not exit"
+
+
 def _split(spec: str) -> tuple[str, str]:
     # rpartition: a Windows drive ("C:\\x.py:NAME") or a path with ':' keeps its head
     where, sep, name = spec.rpartition(":")
@@ -49,6 +54,9 @@ def _load_module(where: str, spec: str, base_dir: Path) -> Any:
         sys.path.insert(0, str(path.parent))
         try:
             loader_spec.loader.exec_module(module)
+        except SystemExit as e:
+            sys.modules.pop(module_name, None)
+            raise TargetError(f"target {spec!r}: importing {path} {_exited(e)}") from None
         except Exception as e:
             sys.modules.pop(module_name, None)
             raise TargetError(f"target {spec!r}: importing {path} failed: {type(e).__name__}: {e}") from e
@@ -57,6 +65,8 @@ def _load_module(where: str, spec: str, base_dir: Path) -> Any:
         return module
     try:
         return importlib.import_module(where)
+    except SystemExit as e:
+        raise TargetError(f"target {spec!r}: importing module {where!r} {_exited(e)}") from None
     except ImportError as e:
         raise TargetError(f"target {spec!r}: cannot import module {where!r}: {e}") from e
 
@@ -85,6 +95,8 @@ def load_target(spec: str, base_dir: str | Path | None = None) -> list[Case]:
     if not isinstance(value, (Case, list, tuple)) and callable(value):
         try:
             value = value()
+        except SystemExit as e:
+            raise TargetError(f"target {spec!r}: calling {name}() {_exited(e)}") from None
         except Exception as e:
             raise TargetError(f"target {spec!r}: calling {name}() failed: {type(e).__name__}: {e}") from e
     return _as_cases(value, spec)

@@ -54,15 +54,21 @@ class BlockTables:
         self.s = s
         self.null_block_id = self.pool.null_block.block_id
         self.evicted = 0
+        # block ids the last start_chunk nulled (evicted from the window), per sequence
+        self.just_evicted: dict[int, list[int]] = {}
 
     def start_chunk(self, seq: int, num_computed: int) -> list[int]:
         """Evict what fell out of the window, allocate the in-flight chunk; the block table."""
         rid = f"seq{seq}"
-        before = sum(b.block_id == self.null_block_id for b in self.manager.req_to_blocks.get(rid, []))
+        held = [b.block_id for b in self.manager.req_to_blocks.get(rid, [])]
+        before = sum(b == self.null_block_id for b in held)
         self.manager.remove_skipped_blocks(rid, num_computed)
         total = num_computed + self.s.chunk_size
         self.manager.allocate_new_blocks(rid, total, total)
         blocks = [b.block_id for b in self.manager.req_to_blocks[rid]]
+        self.just_evicted[seq] = [
+            old for old, new in zip(held, blocks) if old != self.null_block_id and new == self.null_block_id
+        ]
         self.evicted += sum(b == self.null_block_id for b in blocks) - before
         return blocks
 
@@ -73,6 +79,15 @@ class ChunkInputs:
     win_bias: torch.Tensor  # (B, 1, 1, W + T) float32: 0 resident, -inf padding
     commit_slots: torch.Tensor  # (B, T) long
     resident_tokens: int  # real (unpadded) resident tokens, summed over the batch
+
+
+def evict_slots(s: Scenario, evicted: list[list[int]]) -> torch.Tensor:
+    """(B, chunk_size) slots of the just-evicted blocks, padded with slot 0 (the null block's)."""
+    out = torch.zeros((s.batch, s.chunk_size), dtype=torch.long)
+    for b, blocks in enumerate(evicted):
+        slots = [blk * s.block_size + i for blk in blocks for i in range(s.block_size)][: s.chunk_size]
+        out[b, : len(slots)] = torch.tensor(slots, dtype=torch.long)
+    return out
 
 
 def chunk_inputs(s: Scenario, tables: list[list[int]], num_computed: int, null_block_id: int) -> ChunkInputs:
@@ -120,12 +135,13 @@ def run_loop(
         num_computed = c * s.chunk_size
         block_tables = [tables.start_chunk(b, num_computed) for b in range(s.batch)]
         ci = chunk_inputs(s, block_tables, num_computed, tables.null_block_id)
+        evicted = evict_slots(s, [tables.just_evicted.get(b, []) for b in range(s.batch)])
         for step in range(s.denoise_steps):
             commit = step == s.denoise_steps - 1
             tau = 1.0 - step / s.denoise_steps
             h = x + tau * temb
             for r in range(s.num_regions_per_step):
-                h = region(*model.region_args(r, h, ci.win_slots, ci.win_bias, ci.commit_slots, commit))
+                h = region(*model.region_args(r, h, ci.win_slots, ci.win_bias, ci.commit_slots, commit, evicted))
             x = x + (h - x) / s.denoise_steps
             stats.num_steps += 1
             stats.resident_tokens_read += ci.resident_tokens
@@ -187,6 +203,7 @@ __all__ = [
     "ChunkInputs",
     "RunStats",
     "chunk_inputs",
+    "evict_slots",
     "initial_latents",
     "make_driver",
     "make_verify",

@@ -69,7 +69,8 @@ def _commit(s: Scenario, k_pool, v_pool, k_new, v_new, slots) -> None:  # type: 
 
 
 def layer_forward(  # type: ignore[no-untyped-def]
-    s: Scenario, h, w: Sequence[torch.Tensor], k_pool, v_pool, win_slots, win_bias, commit_slots, commit: bool
+    s: Scenario, h, w: Sequence[torch.Tensor], k_pool, v_pool, win_slots, win_bias, commit_slots, commit: bool,
+    evict_slots=None,
 ) -> torch.Tensor:
     """One causal DiT layer on a chunk.
 
@@ -77,6 +78,12 @@ def layer_forward(  # type: ignore[no-untyped-def]
     -inf padding); commit_slots: (B, T) long; pools flat (num_slots, H, D).
     """
     wq, wk, wv, wo, w1, w2 = w
+    if evict_slots is not None:
+        # the AR loop's eviction in the same region: zero what the window dropped (padded with
+        # slot 0, the null block, which only masked padding reads)
+        flat_evicted = evict_slots.reshape(-1)
+        k_pool[flat_evicted] = 0
+        v_pool[flat_evicted] = 0
     b, t, hidden = h.shape
     heads, dim = k_pool.shape[1], k_pool.shape[2]
     x = _rms(h)
@@ -116,31 +123,33 @@ def layer_forward(  # type: ignore[no-untyped-def]
 def region_function(s: Scenario) -> Callable[..., torch.Tensor]:
     """The compiled unit for ``s.layout``; the scenario is a closure constant (dynamo guards on it)."""
 
-    def region_split(h, weights, k_pools, v_pools, win_slots, win_bias, commit_slots, commit):  # type: ignore[no-untyped-def]
+    def region_split(h, weights, k_pools, v_pools, win_slots, win_bias, commit_slots, commit, evict_slots=None):  # type: ignore[no-untyped-def]
         """K and V of each layer passed as separate arguments (tuples).
 
         Used by "split" (two allocations) and "fused" (``kv[0]``, ``kv[1]`` sliced on the host from
         one ``(2, num_slots, H, D)`` allocation: two graph inputs aliasing one storage).
         """
         for w, k, v in zip(weights, k_pools, v_pools):
-            h = layer_forward(s, h, w, k, v, win_slots, win_bias, commit_slots, commit)
+            h = layer_forward(s, h, w, k, v, win_slots, win_bias, commit_slots, commit, evict_slots)
         return h
 
-    def region_fused_kv(h, weights, kv_pools, win_slots, win_bias, commit_slots, commit):  # type: ignore[no-untyped-def]
+    def region_fused_kv(h, weights, kv_pools, win_slots, win_bias, commit_slots, commit, evict_slots=None):  # type: ignore[no-untyped-def]
         """The whole (2, num_slots, H, D) tensor is the input; k, v = kv[0], kv[1] inside the region."""
         for w, kv in zip(weights, kv_pools):
-            h = layer_forward(s, h, w, kv[0], kv[1], win_slots, win_bias, commit_slots, commit)
+            h = layer_forward(s, h, w, kv[0], kv[1], win_slots, win_bias, commit_slots, commit, evict_slots)
         return h
 
-    def region_list(h, weights, pools, win_slots, win_bias, commit_slots, commit):  # type: ignore[no-untyped-def]
+    def region_list(h, weights, pools, win_slots, win_bias, commit_slots, commit, evict_slots=None):  # type: ignore[no-untyped-def]
         """Pools in one mutable Python list [k0, v0, k1, v1, ...], indexed inside the region."""
         for i, w in enumerate(weights):
-            h = layer_forward(s, h, w, pools[2 * i], pools[2 * i + 1], win_slots, win_bias, commit_slots, commit)
+            h = layer_forward(
+                s, h, w, pools[2 * i], pools[2 * i + 1], win_slots, win_bias, commit_slots, commit, evict_slots
+            )
         return h
 
-    def region_module(module, h, win_slots, win_bias, commit_slots, commit):  # type: ignore[no-untyped-def]
+    def region_module(module, h, win_slots, win_bias, commit_slots, commit, evict_slots=None):  # type: ignore[no-untyped-def]
         """Pools held as module buffers; the module is an argument of the compiled function."""
-        return module(h, win_slots, win_bias, commit_slots, commit)
+        return module(h, win_slots, win_bias, commit_slots, commit, evict_slots)
 
     fn = {
         "split": region_split,
@@ -148,6 +157,8 @@ def region_function(s: Scenario) -> Callable[..., torch.Tensor]:
         "fused_kv": region_fused_kv,
         "list": region_list,
         "module_attr": region_module,
+        "cross_layer": region_split,
+        "cross_layer_kv": region_fused_kv,
     }[s.layout]
     fn.__qualname__ = fn.__name__  # error messages and dumps name "region_split", not "<locals>"
     return fn
@@ -177,17 +188,21 @@ class Model:
     def region_fn(self) -> Callable[..., torch.Tensor]:
         return region_function(self.scenario)
 
-    def region_args(self, r: int, h: torch.Tensor, win_slots, win_bias, commit_slots, commit: bool) -> tuple:  # type: ignore[no-untyped-def]
+    def region_args(  # type: ignore[no-untyped-def]
+        self, r: int, h: torch.Tensor, win_slots, win_bias, commit_slots, commit: bool, evict_slots=None
+    ) -> tuple:
+        """Region ``r``'s arguments; ``evict_slots`` only when the scenario evicts in the region."""
         s = self.scenario
+        evict = (evict_slots,) if s.evict_in_region else ()
         if s.layout == "module_attr":
-            return (self.holders[r], h, win_slots, win_bias, commit_slots, commit)
+            return (self.holders[r], h, win_slots, win_bias, commit_slots, commit, *evict)
         lo, hi = r * s.layers_per_region, (r + 1) * s.layers_per_region
         ws = tuple(tuple(self.weights[i][n] for n in WEIGHT_NAMES) for i in range(lo, hi))
-        if s.layout in ("split", "fused"):
+        if s.layout in ("split", "fused", "cross_layer"):
             pools: tuple[Any, ...] = (tuple(self.k_pools[lo:hi]), tuple(self.v_pools[lo:hi]))
         else:
             pools = (self.holders[r],)
-        return (h, ws, *pools, win_slots, win_bias, commit_slots, commit)
+        return (h, ws, *pools, win_slots, win_bias, commit_slots, commit, *evict)
 
 
 __all__ = ["WEIGHT_NAMES", "Model", "layer_forward", "make_weights", "region_function", "window_attention"]

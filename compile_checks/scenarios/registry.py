@@ -134,6 +134,37 @@ SCENARIOS: dict[str, Scenario] = {
             "plain ATen k[slots] = new_k; v[slots] = new_v as the region's last op: re-inplaced (index_put_)",
             commit_op="index_put",
         ),
+        _s(
+            "evict_gather_commit",
+            "the AR loop in one region: evict (k[evicted] = 0, re-inplaced), gather the window, attend, "
+            "commit last: re-inplaced, no clone",
+            evict_in_region=True,
+        ),
+        _s(
+            "evict_gather_commit_after",
+            "NEGATIVE CONTROL: evict, gather, commit right after a custom-op attention in one region: the "
+            "window gathers are sunk below the commit, K and V are cloned around it (the copy is taken of "
+            "the eviction's in-place result)",
+            evict_in_region=True,
+            attention="custom_op",
+            commit_order="after_attention",
+            expect_clean=False,
+        ),
+        _s(
+            "cross_layer",
+            "NEGATIVE CONTROL: vLLM's cross-layer KV layout, one (L, 2, N, H, D) allocation, big[l, 0] / "
+            "big[l, 1] passed in; one compiled region reused for every layer: each call clones its own "
+            "layer's K and V storage",
+            layout="cross_layer",
+            expect_clean=False,
+        ),
+        _s(
+            "cross_layer_kv",
+            "cross-layer KV layout, big[l] (2, N, H, D) passed whole and sliced inside the region (one graph "
+            "input), one region reused for every layer: re-inplaced under auto_functionalized_v2",
+            layout="cross_layer_kv",
+            functionalization="v2",
+        ),
     )
 }
 
@@ -148,8 +179,17 @@ DEFAULT_GATE_CLEAN: tuple[str, ...] = (
     "dynamic",
     "commit_before",
     "commit_before_per_layer",
+    "evict_gather_commit",
+    "cross_layer_kv",
 )
-DEFAULT_GATE_NEGATIVE: tuple[str, ...] = ("fused", "fused_kv_v1", "attn_op_commit_after", "index_put_commit")
+DEFAULT_GATE_NEGATIVE: tuple[str, ...] = (
+    "fused",
+    "fused_kv_v1",
+    "attn_op_commit_after",
+    "index_put_commit",
+    "evict_gather_commit_after",
+    "cross_layer",
+)
 DEFAULT_GATE: tuple[str, ...] = DEFAULT_GATE_CLEAN + DEFAULT_GATE_NEGATIVE
 
 # compiled fully (C++ codegen) and checked == eager by the gate; the rest is analysis-only

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 # How the pools reach the compiled region (see compile_checks.scenarios.layouts).
-LAYOUTS: tuple[str, ...] = ("split", "fused", "fused_kv", "list", "module_attr")
+LAYOUTS: tuple[str, ...] = ("split", "fused", "fused_kv", "list", "module_attr", "cross_layer", "cross_layer_kv")
 # "einsum": attention written in ATen ops inside the region.
 # "custom_op": one opaque custom op returning ONE tensor (how engines wrap attention kernels).
 ATTENTIONS: tuple[str, ...] = ("einsum", "custom_op")
@@ -58,6 +58,9 @@ class Scenario:
     attention: str = "einsum"
     commit_order: str = "last"
     commit_op: str = "paged_write"
+    # evict in the region: zero the slots of the blocks the window just dropped (an ATen
+    # ``k[evicted] = 0`` that Inductor re-inplaces) before the window gather and the commit
+    evict_in_region: bool = False
     expect_clean: bool = True
     description: str = ""
     # extra torch._inductor.config patches for this scenario, e.g. (("reorder_for_locality", False),)

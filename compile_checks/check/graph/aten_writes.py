@@ -17,7 +17,7 @@ import torch
 import torch.fx
 
 from compile_checks.check.graph.fx_helpers import op_name, placeholder_indices, view_chain_root, write_backs
-from compile_checks.check.graph.geometry import geometry_of
+from compile_checks.check.graph.geometry import TensorGeometry, geometry_of
 from compile_checks.check.graph.sites import CloneSite, is_view_scatter
 from compile_checks.vocab import CopyKind
 
@@ -81,11 +81,49 @@ def _scatters_back_clones(chain: list[torch.fx.Node], clones: Collection[str]) -
     return all(is_view_scatter(w) and view_chain_root(w.args[1])[0].name in clones for w in chain)  # type: ignore[arg-type]
 
 
+def allocates_buffer(write: torch.fx.Node) -> bool:
+    """Whether Inductor's code gives this functional write a buffer of its own.
+
+    A view scatter (``slice_scatter``, ``select_scatter`` ...) lowers pointwise: when its only
+    users are the ``copy_`` epilogue or the next functional write of the chain it is computed
+    inside that loop (``k[a:b] = x`` becomes one read-modify-write pass over ``k``, no buffer).
+    Every other functional write (``index_put``, ``scatter`` ...) clones its ``self`` into a
+    buffer first, one per write.
+    """
+    if not is_view_scatter(write):
+        return True
+    for user in write.users:
+        if user.op == "call_function" and (user.target is _aten.copy_.default or is_functional_write(user)):
+            continue
+        return True
+    return False
+
+
+def whole_pool_passes(graph: torch.fx.Graph, written_back_clones: Collection[str] = ()) -> list[str]:
+    """Notes for written-back view scatters lowered as one pass over the input, with no buffer."""
+    out: list[str] = []
+    for copy_node, _, src in write_backs(graph):
+        hit = _first_write_on_input(src)
+        if hit is None or _scatters_back_clones(hit[2], written_back_clones):
+            continue
+        for write in hit[2]:
+            if not allocates_buffer(write):
+                geo = geometry_of(write.meta.get("val"))
+                size = f" ({geo.nbytes} bytes read and written per call)" if geo is not None else ""
+                out.append(
+                    f"{write.name}: {op_name(write.target)} into {hit[1].name} is one read-modify-write pass over "
+                    f"the whole buffer{size}, with no buffer of its own: not counted as a copy"
+                )
+    return out
+
+
 def find_aten_write_copies(graph: torch.fx.Graph, written_back_clones: Collection[str] = ()) -> list[CloneSite]:
     """Functional ATen writes whose whole-buffer result the ``copy_`` epilogue writes into an input.
 
-    One site per such write (chained writes into the same buffer count once, at the write
-    that reads the input); ``arg`` is ``"self"``, ``nbytes`` the size of the written buffer.
+    One site per buffer the generated code allocates: every write of a chain that
+    :func:`allocates_buffer` (two kept ``index_put`` into one pool are two buffers; a view
+    scatter fused into the write-back is none); ``arg`` is ``"self"``, ``nbytes`` the size of
+    the written buffer, ``written`` the write-back of the chain's last write.
     A chain that only scatters ``written_back_clones`` (names of functionalization-clone
     nodes already reported) back into the input is their write-back, not a copy of its own.
     """
@@ -95,42 +133,53 @@ def find_aten_write_copies(graph: torch.fx.Graph, written_back_clones: Collectio
         hit = _first_write_on_input(src)
         if hit is None:
             continue
-        write, placeholder, chain = hit
+        _, placeholder, chain = hit
         if _scatters_back_clones(chain, written_back_clones):
             continue
         dst_geo = geometry_of(copy_node.args[0].meta.get("val"))  # type: ignore[union-attr]
-        prior = found.get(write)
-        if prior is not None:
-            if dst_geo is not None:
-                found[write] = _with_written(prior, dst_geo)
-            continue
-        out_geo = geometry_of(write.meta.get("val"))
-        if out_geo is None:
-            continue  # no fake value: size unknown (never seen on a post-grad graph)
-        self_geo = geometry_of(write.args[0].meta.get("val"))  # type: ignore[union-attr]
-        found[write] = CloneSite(
-            op=op_name(write.target),
-            arg="self",
-            clone_node=write.name,
-            placeholder=placeholder.name,
-            placeholder_index=inputs[placeholder],
-            clone=out_geo,
-            view=self_geo,
-            clone_source_offset=self_geo.storage_offset if self_geo is not None else None,
-            clones_whole_input=False,
-            clone_is_input=write.args[0] is placeholder,
-            kind=CopyKind.ATEN_WRITE_COPY,
-            written=(dst_geo,) if dst_geo is not None else (),
-            clone_source=self_geo,
-            view_in_input_storage=True,
-        )
+        for write in chain:
+            if not allocates_buffer(write):
+                continue
+            written = (dst_geo,) if dst_geo is not None and write is chain[0] else ()
+            site = _write_site(write, placeholder, inputs[placeholder], written)
+            prior = found.get(write)
+            if prior is not None:
+                if written:
+                    found[write] = _with_written(prior, written[0])
+            elif site is not None:
+                found[write] = site
     return list(found.values())
 
 
-def _with_written(site: CloneSite, geo: object) -> CloneSite:
+def _write_site(
+    write: torch.fx.Node, placeholder: torch.fx.Node, index: int, written: tuple[TensorGeometry, ...]
+) -> CloneSite | None:
+    out_geo = geometry_of(write.meta.get("val"))
+    if out_geo is None:
+        return None  # no fake value: size unknown (never seen on a post-grad graph)
+    self_geo = geometry_of(write.args[0].meta.get("val"))  # type: ignore[union-attr]
+    return CloneSite(
+        op=op_name(write.target),
+        arg="self",
+        clone_node=write.name,
+        placeholder=placeholder.name,
+        placeholder_index=index,
+        clone=out_geo,
+        view=self_geo,
+        clone_source_offset=self_geo.storage_offset if self_geo is not None else None,
+        clones_whole_input=False,
+        clone_is_input=write.args[0] is placeholder,
+        kind=CopyKind.ATEN_WRITE_COPY,
+        written=written,
+        clone_source=self_geo,
+        view_in_input_storage=True,
+    )
+
+
+def _with_written(site: CloneSite, geo: TensorGeometry) -> CloneSite:
     import dataclasses
 
     return dataclasses.replace(site, written=(*site.written, geo))
 
 
-__all__ = ["FUNCTIONAL_WRITE_OPS", "find_aten_write_copies", "is_functional_write"]
+__all__ = ["FUNCTIONAL_WRITE_OPS", "allocates_buffer", "find_aten_write_copies", "is_functional_write", "whole_pool_passes"]

@@ -18,6 +18,7 @@ hand-built graphs can be analysed.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 
 import torch
@@ -117,7 +118,9 @@ def find_clone_sites(
     old = set(preexisting) if preexisting is not None else set()
     inputs = placeholder_indices(graph)
     written_back = written_back_from(graph)
-    sites: list[CloneSite] = []
+    # one site per clone buffer (the generated code allocates one buffer per clone node): two
+    # arguments sharing a v2 base clone, or two ops writing through one clone, are one copy
+    by_clone: dict[torch.fx.Node, CloneSite] = {}
     for node in graph.nodes:
         if node.op != "call_function" or node.target in AUTO_FUNCTIONALIZED_TARGETS:
             continue
@@ -141,8 +144,14 @@ def find_clone_sites(
                 clone_geo = geometry_of(clone_node.meta.get("val"))
                 if clone_geo is None:
                     continue
+                prior = by_clone.get(clone_node)
+                if prior is not None:
+                    also = (op_name(node.target), arg)
+                    if also != (prior.op, prior.arg) and also not in prior.also_feeds:
+                        by_clone[clone_node] = dataclasses.replace(prior, also_feeds=(*prior.also_feeds, also))
+                    continue
                 source, whole = clone_source_geometry(clone_input, root)
-                sites.append(
+                by_clone[clone_node] = (
                     CloneSite(
                         op=op_name(node.target),
                         arg=arg,
@@ -158,7 +167,49 @@ def find_clone_sites(
                         clone_source=source,
                     )
                 )
-    return sites
+    return list(by_clone.values())
+
+
+def misplaced_write_backs(graph: torch.fx.Graph) -> list[str]:
+    """``copy_(dst, view_of(clone(as_strided(input, ..., off))))`` epilogues whose clone was taken from
+    other bytes of the input's storage than the ones it is written back into.
+
+    In Inductor's code an explicit offset into a graph input and the input's own views are both
+    taken relative to the input, so the write-back reads what it writes only when
+    ``off + (src offset in the clone) == dst offset``. When the decomposition cloned from a stale
+    geometry (seen: an eviction ``index_put_`` re-inplaced on a pool at a non-zero storage offset,
+    ``kv[1]``, whose result kept the functional op's offset-0 fake value), the compiled code
+    copies another tensor's bytes (K's) into the pool (V): a miscompile, compiled != eager.
+    """
+    out: list[str] = []
+    for copy_node, placeholder, src in write_backs(graph):
+        clone_node, _ = view_chain_root(src)
+        if clone_node.op != "call_function" or clone_node.target not in _CLONE_TARGETS or not clone_node.args:
+            continue
+        clone_input = clone_node.args[0]
+        if not isinstance(clone_input, torch.fx.Node) or view_chain_root(clone_input)[0] is not placeholder:
+            continue
+        dst_geo = geometry_of(copy_node.args[0].meta.get("val"))  # type: ignore[union-attr]
+        src_geo = geometry_of(src.meta.get("val"))
+        if dst_geo is None or src_geo is None or dst_geo.is_symbolic or src_geo.is_symbolic:
+            continue
+        if clone_input is placeholder:
+            ph_geo = geometry_of(placeholder.meta.get("val"))
+            start = ph_geo.storage_offset if ph_geo is not None and not ph_geo.is_symbolic else None
+        elif clone_input.target is torch.ops.aten.as_strided.default and len(clone_input.args) >= 4:
+            start = clone_input.args[3] if isinstance(clone_input.args[3], int) else None
+        else:
+            start = None
+        if start is None:
+            continue
+        if start + src_geo.storage_offset != dst_geo.storage_offset or src_geo.shape != dst_geo.shape:
+            out.append(
+                f"{copy_node.name}: the value written back into {placeholder.name} (storage offset "
+                f"{dst_geo.storage_offset}) comes from clone {clone_node.name} taken at storage offset "
+                f"{start + src_geo.storage_offset}: the compiled code writes other bytes of that storage into "
+                "the pool (a stale geometry in Inductor's decomposition; compiled != eager)"
+            )
+    return out
 
 
 def find_copy_sites(graph: torch.fx.Graph, preexisting: Iterable[torch.fx.Node] | None = None) -> list[CloneSite]:
@@ -171,6 +222,7 @@ __all__ = [
     "clone_source_geometry",
     "find_clone_sites",
     "find_copy_sites",
+    "misplaced_write_backs",
     "written_back_from",
     "written_back_values",
 ]

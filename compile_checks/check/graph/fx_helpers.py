@@ -7,6 +7,7 @@ without writing it); a mutated graph input is one AOT writes back with an
 
 from __future__ import annotations
 
+import operator
 import re
 
 import torch
@@ -41,13 +42,72 @@ def is_view_op(target: object) -> bool:
     return ret is not None and not ret.is_write and first is not None and not first.is_write
 
 
+def aliased_input(node: torch.fx.Node) -> torch.fx.Node | None:
+    """The argument node ``node``'s value aliases, by schema; None when it aliases none.
+
+    Covers every alias a later write can reach the caller's buffer through: a view
+    (``Tensor(a) self -> Tensor(a)``), a mutating op's result (``index_put_(Tensor(a!) self)
+    -> Tensor(a!)``: after reinplacing the write *is* the pool, and a walk that stopped there
+    missed every copy made of it), and ``getitem`` of a multi-output view (``unbind``/``chunk``
+    return ``Tensor(a)[]``).
+    """
+    if node.op != "call_function":
+        return None
+    if node.target is operator.getitem:
+        src = node.args[0] if node.args else None
+        if isinstance(src, torch.fx.Node) and _returns_alias_list(src.target) and src.args:
+            # ``Tensor(a -> *) self -> Tensor(a)[]``: every element aliases ``self``
+            up = src.args[0]
+            return up if isinstance(up, torch.fx.Node) else None
+        return None
+    return _alias_arg(node, node.target)
+
+
+def _returns_alias_list(target: object) -> bool:
+    """A list-returning view (``unbind``, ``chunk``, ``split``): its first argument is an alias source."""
+    schema = getattr(target, "_schema", None)
+    if schema is None or not schema.returns or not schema.arguments:
+        return False
+    first = schema.arguments[0].alias_info
+    return (
+        isinstance(schema.returns[0].type, torch.ListType)
+        and schema.returns[0].alias_info is not None
+        and first is not None
+        and not first.is_write
+    )
+
+
+def _alias_arg(node: torch.fx.Node, target: object) -> torch.fx.Node | None:
+    """The argument whose alias set the op's first return shares (``Tensor(a)`` / ``Tensor(a!)``)."""
+    schema = getattr(target, "_schema", None)
+    if schema is None or not schema.returns:
+        return None
+    ret = schema.returns[0].alias_info
+    if ret is None:
+        return None
+    sets = set(ret.before_set)
+    for i, a in enumerate(schema.arguments):
+        info = a.alias_info
+        if info is None or not sets & set(info.before_set):
+            continue
+        value = node.args[i] if i < len(node.args) else node.kwargs.get(a.name)
+        return value if isinstance(value, torch.fx.Node) else None
+    return None
+
+
 def view_chain_root(node: torch.fx.Node) -> tuple[torch.fx.Node, list[torch.fx.Node]]:
-    """Follow view ops back to the first non-view node; returns (root, chain root-first)."""
+    """Follow every alias (views, mutating ops' results, multi-output views) back to the first
+    node that owns its memory; returns (root, chain root-first)."""
     chain: list[torch.fx.Node] = []
     cur = node
-    while cur.op == "call_function" and is_view_op(cur.target) and cur.args and isinstance(cur.args[0], torch.fx.Node):
+    seen: set[torch.fx.Node] = set()
+    while cur not in seen:
+        seen.add(cur)
+        up = aliased_input(cur)
+        if up is None:
+            break
         chain.append(cur)
-        cur = cur.args[0]
+        cur = up
     chain.reverse()
     return cur, chain
 

@@ -39,19 +39,35 @@ class CloneSite:
     written: tuple[TensorGeometry, ...] = ()
     clone_source: TensorGeometry | None = None
     view_in_input_storage: bool = False
+    # other (op, argument) pairs written through the same copy (a shared v2 base, two ops on one
+    # clone): one buffer in the generated code, so one site
+    also_feeds: tuple[tuple[str, str], ...] = ()
 
-    def real_view(self, placeholder: StorageRef, bindings: dict) -> StorageRef | None:
-        """The written view mapped onto the placeholder's real storage for one call (None if unknown)."""
+    def real_view(
+        self, placeholder: StorageRef, bindings: dict, compiled_input: TensorGeometry | None = None
+    ) -> StorageRef | None:
+        """The written view mapped onto the placeholder's real storage for one call (None if unknown).
+
+        Offsets in the graph are those of the compile-time (fake) input's storage. Inductor makes
+        them relative to the input (``graph_input_storage_offsets``: a runtime input pointer
+        already includes its own offset), so on a call whose input sits elsewhere in the same
+        storage (``big[layer]`` reused for every layer) the copy is at
+        ``runtime offset + (graph offset - compile-time input offset)``. ``compiled_input`` is
+        that compile-time geometry; without it graph offsets are taken as absolute.
+        """
         if self.view is None:
             return None
         view = self.view.resolve(bindings)
+        shift = 0
+        if compiled_input is not None:
+            shift = placeholder.storage_offset - compiled_input.resolve(bindings).storage_offset
         if self.view_in_input_storage:
-            offset = view.storage_offset
+            offset = view.storage_offset + shift
         elif self.clone_is_input:
             # the input itself was cloned: the clone's offset 0 is the input's offset
             offset = placeholder.storage_offset + view.storage_offset
         elif self.clone_source is not None:
-            offset = self.clone_source.resolve(bindings).storage_offset + view.storage_offset
+            offset = self.clone_source.resolve(bindings).storage_offset + shift + view.storage_offset
         else:
             return None
         return StorageRef(placeholder.data_ptr, offset, view.shape, view.stride, view.dtype)
