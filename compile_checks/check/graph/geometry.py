@@ -51,6 +51,11 @@ class TensorGeometry:
     def nbytes(self) -> int:
         return self.numel * self.dtype.itemsize
 
+    @property
+    def is_symbolic(self) -> bool:
+        """Sizes, strides or offset are SymPy expressions (a ``dynamic=True`` graph): resolve per call."""
+        return self.exprs is not None
+
     def element_span(self) -> tuple[int, int]:
         """Half-open element range ``[lo, hi)`` of the storage the view can touch."""
         if self.numel == 0:
