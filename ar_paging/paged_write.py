@@ -30,7 +30,8 @@ from __future__ import annotations
 
 import torch
 
-from ar_paging.debug_checks import debug_checks_enabled
+from ar_paging import native as _native
+from ar_paging.debug_checks import add_debug_checks_listener, debug_checks_enabled
 from ar_paging.overlap import byte_span, spans_overlap, tensors_overlap
 
 SCHEMA = (
@@ -201,6 +202,18 @@ _LIB = torch.library.Library("ar_paging", "FRAGMENT")  # kept alive: dropping it
 _LIB.define(SCHEMA, tags=(torch.Tag.pt2_compliant_tag,))
 _LIB.impl("paged_write", _paged_write_impl, "CompositeExplicitAutograd")
 torch.library.register_fake("ar_paging::paged_write", _paged_write_fake, lib=_LIB)
+
+# The C++ CPU kernel (ar_paging/csrc/paged_write.cpp), registered for the CPU key over the Python one
+# above, which stays the kernel of every other device (CUDA included). AR_PAGING_NATIVE: see ar_paging.native.
+NATIVE, NATIVE_UNAVAILABLE_BECAUSE = _native.load_per_environment()
+if NATIVE:
+    add_debug_checks_listener(torch.ops.ar_paging_native.set_debug_checks)
+
+
+def kernel() -> str:
+    """``"native"`` when the C++ kernel serves CPU tensors, else ``"python"`` (``NATIVE_UNAVAILABLE_BECAUSE``)."""
+    return "native" if NATIVE else "python"
+
 
 paged_write = torch.ops.ar_paging.paged_write
 
