@@ -86,8 +86,12 @@ def _compile_command(cxx: str, source: Path, output: Path) -> list[str]:
 
 def library_path() -> Path:
     """Where the shared object for this source, this torch build and these flags lives (built or not)."""
+    try:
+        source = SOURCE.read_bytes()
+    except OSError as err:  # an install that did not ship csrc/ (package data)
+        raise NativeBuildError(f"the kernel source {SOURCE} is missing from this install ({err})") from err
     key = hashlib.sha256()
-    key.update(SOURCE.read_bytes())
+    key.update(source)
     for part in (torch.__version__, torch.version.git_version, sys.platform, *CXX_FLAGS):
         key.update(str(part).encode() + b"\0")
     key.update(str(int(torch.compiled_with_cxx11_abi())).encode())
@@ -120,7 +124,8 @@ def build(output: Path) -> None:
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if proc.returncode != 0:
             tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-15:])
-            raise NativeBuildError(f"{Path(cxx).name} failed (exit {proc.returncode}):\n{tail}\ncommand: {' '.join(cmd)}")
+            command = " ".join(cmd)
+            raise NativeBuildError(f"{Path(cxx).name} failed (exit {proc.returncode}):\n{tail}\ncommand: {command}")
         os.replace(tmp, output)
     finally:
         tmp.unlink(missing_ok=True)
@@ -139,14 +144,13 @@ def _build_if_missing(path: Path) -> None:
             build(path)
 
 
-_loaded: Path | None = None
+_loaded: dict[str, Path] = {}  # "path": the library this process loaded (a TORCH_LIBRARY loads once)
 
 
 def load() -> Path:
     """Build (once per machine and torch build) and load the kernel library; its path. Idempotent."""
-    global _loaded
-    if _loaded is not None:
-        return _loaded
+    if "path" in _loaded:
+        return _loaded["path"]
     path = library_path()
     if not path.exists():
         _build_if_missing(path)
@@ -154,13 +158,13 @@ def load() -> Path:
         torch.ops.load_library(str(path))
     except (OSError, RuntimeError) as err:
         raise NativeBuildError(f"built but could not be loaded: {err} (delete {path} to rebuild)") from err
-    _loaded = path
+    _loaded["path"] = path
     return path
 
 
 def loaded() -> Path | None:
     """The loaded library, or ``None`` when the Python kernel is the CPU kernel."""
-    return _loaded
+    return _loaded.get("path")
 
 
 def load_per_environment() -> tuple[bool, str]:

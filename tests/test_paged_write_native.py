@@ -21,9 +21,9 @@ from collections.abc import Callable
 
 import pytest
 import torch
+from test_paged_write import BAD_SLOT_VALUES, BAD_WRITES, _args
 
 import ar_paging
-from test_paged_write import BAD_SLOT_VALUES, BAD_WRITES, _args
 
 _impl = sys.modules["ar_paging.paged_write"]
 OP = torch.ops.ar_paging.paged_write.default
@@ -61,7 +61,7 @@ def rejection(write: Callable[..., None], args: dict, match: str) -> str:
         write(*args.values())
     except ValueError as err:
         message = str(err)
-    except Exception as err:  # noqa: BLE001 - any other failure is a failed check
+    except Exception as err:  # any other failure is a failed check
         raise AssertionError(f"expected a ValueError naming {match!r}, got {type(err).__name__}: {err}") from err
     else:
         raise AssertionError(f"expected a ValueError naming {match!r}; nothing was raised")
@@ -118,8 +118,8 @@ RUN_IN_SUBPROCESS = textwrap.dedent(
 
 def run_python(env_overrides: dict[str, str]) -> subprocess.CompletedProcess:
     env = {**os.environ, **env_overrides}
-    return subprocess.run([sys.executable, "-c", RUN_IN_SUBPROCESS], capture_output=True, text=True, env=env,
-                          timeout=300)
+    cmd = [sys.executable, "-c", RUN_IN_SUBPROCESS]
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300, check=False)
 
 
 def parse(out: str) -> dict[str, str]:
@@ -351,3 +351,25 @@ def test_compiled_step_equals_eager_with_the_native_kernel():
     for a, b, before in zip(comp_k + comp_v, eager_k + eager_v, [p[0] for p in pools] + [p[1] for p in pools]):
         torch.testing.assert_close(a, b)
         assert not torch.equal(a, before)  # the comparison is not vacuous: the step wrote the pools
+
+
+# ── the source ships with the package (the JIT build needs it in a wheel install) ──
+
+
+def shipped_package_data(pyproject_text: str, package: str, relative: str) -> bool:
+    """``relative`` (a path inside ``package``) matches one of pyproject's setuptools package-data globs."""
+    import fnmatch
+    import tomllib
+
+    globs = tomllib.loads(pyproject_text).get("tool", {}).get("setuptools", {}).get("package-data", {})
+    return any(fnmatch.fnmatch(relative, pattern) for pattern in globs.get(package, []))
+
+
+def test_kernel_source_is_package_data():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    source = ar_paging.native.SOURCE.relative_to(root / "ar_paging").as_posix()
+    assert shipped_package_data((root / "pyproject.toml").read_text(), "ar_paging", source)
+    # negative control: the metadata before the native kernel shipped only .py files
+    assert not shipped_package_data('[tool.setuptools.packages.find]\ninclude = ["ar_paging*"]\n', "ar_paging", source)
