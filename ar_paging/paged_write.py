@@ -24,6 +24,12 @@ Registered like vLLM's ``direct_register_custom_op`` (``torch.library.Library``
 definition + one implementation + a fake), not ``torch.library.custom_op``: the
 latter's Python dispatch layers cost tens of microseconds per call (measured by
 ``python -m reports.bench_hotpath``).
+
+Two kernels, one schema: for CPU tensors the C++ kernel of ``csrc/paged_write.cpp``
+(built on first use, ``ar_paging.native``; no dispatcher-to-Python trampoline, the
+same checks and messages in C++), for every other device (CUDA included) and when
+the C++ kernel is off or cannot be built, ``_paged_write_impl`` below.
+``ar_paging.paged_write_kernel()`` says which one serves CPU tensors.
 """
 
 from __future__ import annotations
@@ -46,7 +52,10 @@ def _check_shapes(
     new_v: torch.Tensor,
     slot_mapping: torch.Tensor,
 ) -> None:
-    """Metadata-only validation, shared by the real and the fake implementation."""
+    """Metadata-only validation, shared by the real and the fake implementation.
+
+    Mirrored in ``csrc/paged_write.cpp`` (``check_shapes``) with the same order and messages: change both.
+    """
     k_shape = k_pool.shape
     if len(k_shape) != 3:
         raise ValueError(
@@ -135,6 +144,7 @@ def _check_no_aliasing(
     ``index_copy_`` from a source that overlaps its destination, or K and V in one
     region, silently writes the wrong values. Byte spans first (one comparison per
     pair); only intersecting spans go to the exact, stride-aware ``tensors_overlap``.
+    Mirrored in ``csrc/paged_write.cpp`` (``check_no_aliasing``).
     """
     k_span, v_span = byte_span(k_pool), byte_span(v_pool)
     if spans_overlap(k_span, v_span) and tensors_overlap(k_pool, v_pool):
@@ -154,7 +164,7 @@ def _check_no_aliasing(
 
 
 def _check_slot_values(slots: torch.Tensor, num_slots: int) -> None:
-    """Debug mode only: range and uniqueness of the slots (three syncs)."""
+    """Debug mode only: range and uniqueness of the slots (three syncs). Mirrored in ``csrc/paged_write.cpp``."""
     if slots.numel() == 0:
         return
     lo, hi = int(slots.min()), int(slots.max())
