@@ -229,6 +229,9 @@ def compiled_step_table(
     import torch._inductor.config as inductor_config
 
     inductor_config.force_disable_caches = True
+    # No compile-worker subprocesses: a pool still starting up (importing torch) steals the CPU from the
+    # first case's timing rounds.
+    inductor_config.compile_threads = 1
     _bench_ops()
     gen = torch.Generator().manual_seed(0)
     rows = []

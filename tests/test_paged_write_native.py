@@ -285,29 +285,48 @@ def test_bad_slot_values_pass_unchecked_by_default_in_both_kernels():
 
 
 @needs_native
-@pytest.mark.parametrize("layout", ["3d_tokens", "1d_batch1", "2d", "bf16", "non_contiguous_chunk"])
+@pytest.mark.parametrize(
+    "layout", ["3d_tokens", "1d_batch1", "2d", "bf16", "non_contiguous_chunk", "misaligned_pool", "raw_bits"]
+)
 def test_native_matches_python_kernel(layout):
+    """Bit for bit: float32 rows of 2 x 4 are copied as 16-byte elements, bf16 ones (8 bytes) and a pool
+    4 bytes off a 16-byte boundary as they are; raw bits (NaN payloads included) survive either copy."""
     gen = torch.Generator().manual_seed(7)
     batch = 3 if layout == "2d" else 1
     dtype = torch.bfloat16 if layout == "bf16" else torch.float32
     new_k = torch.randn(batch, 5, H, D, generator=gen).to(dtype)
     new_v = torch.randn(batch, 5, H, D, generator=gen).to(dtype)
     slots = torch.randperm(40, generator=gen)[: batch * 5].reshape(batch, 5)
-    if layout in ("3d_tokens", "bf16", "non_contiguous_chunk"):
+    if layout in ("3d_tokens", "bf16", "non_contiguous_chunk", "misaligned_pool", "raw_bits"):
         slots, new_k, new_v = slots[0], new_k[0], new_v[0]
     elif layout == "1d_batch1":
         slots = slots[0]
     if layout == "non_contiguous_chunk":
         new_k = torch.randn(H, 5, D, generator=gen).transpose(0, 1)
         assert not new_k.is_contiguous()
+    if layout == "raw_bits":
+        raw = torch.randint(-(2**31), 2**31 - 1, (5, H, D), generator=gen, dtype=torch.int32)
+        raw[0, 0, :2] = torch.tensor([0x7FA00001, 0xFFC12345 - 2**32])  # a signalling NaN, a NaN with a payload
+        new_k = raw.view(torch.float32)
+        assert new_k.isnan().any()
     pools = (torch.randn(40, H, D, generator=gen).to(dtype), torch.randn(40, H, D, generator=gen).to(dtype))
+
+    def fresh(pool: torch.Tensor) -> torch.Tensor:
+        if layout != "misaligned_pool":
+            return pool.clone()
+        buf = torch.zeros(pool.numel() + 1, dtype=pool.dtype)
+        view = buf[1:].view(pool.shape)  # storage offset 4 bytes
+        view.copy_(pool)
+        return view
+
     results = {}
     for name, write in KERNELS.items():
-        k, v = pools[0].clone(), pools[1].clone()
+        k, v = fresh(pools[0]), fresh(pools[1])
         write(k, v, new_k, new_v, slots)
         results[name] = (k, v)
-    assert torch.equal(results["native"][0], results["python"][0])
-    assert torch.equal(results["native"][1], results["python"][1])
+    bits = torch.int16 if dtype == torch.bfloat16 else torch.int32
+    for i in (0, 1):
+        assert torch.equal(results["native"][i].view(bits), results["python"][i].view(bits))
     assert not torch.equal(results["native"][0], pools[0])  # the write happened
 
 
@@ -373,3 +392,20 @@ def test_kernel_source_is_package_data():
     assert shipped_package_data((root / "pyproject.toml").read_text(), "ar_paging", source)
     # negative control: the metadata before the native kernel shipped only .py files
     assert not shipped_package_data('[tool.setuptools.packages.find]\ninclude = ["ar_paging*"]\n', "ar_paging", source)
+
+
+def index_copy_shapes(dtype: torch.dtype) -> list[list[int]]:
+    """The ``self`` shapes the profiler records for the native kernel's index_copy_ calls."""
+    k, v = torch.zeros(8, H, D, dtype=dtype), torch.zeros(8, H, D, dtype=dtype)
+    new, slots = torch.ones(2, H, D, dtype=dtype), torch.tensor([1, 5])
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True) as prof:
+        torch.ops.ar_paging.paged_write(k, v, new, new, slots)
+    assert k[[1, 5]].eq(1).all() and v[[1, 5]].eq(1).all()
+    return [list(e.input_shapes[0]) for e in prof.events() if e.name == "aten::index_copy_"]
+
+
+@needs_native
+def test_native_copies_float32_rows_as_16_byte_elements():
+    assert index_copy_shapes(torch.float32) == [[8, H, D * 4 // 16]] * 2
+    # control: bf16 rows of 4 (8 bytes) cannot be viewed as 16-byte elements and are copied as they are
+    assert index_copy_shapes(torch.bfloat16) == [[8, H, D]] * 2
