@@ -284,32 +284,38 @@ def test_bad_slot_values_pass_unchecked_by_default_in_both_kernels():
         assert args["k_pool"][0].eq(1).all()
 
 
+WIDE_TOKENS = 600  # x 2 heads x 4 x float32 = 19 KiB of chunk: over the C++ kernel's 16 KiB for 16-byte copies
+
+
 @needs_native
 @pytest.mark.parametrize(
     "layout", ["3d_tokens", "1d_batch1", "2d", "bf16", "non_contiguous_chunk", "misaligned_pool", "raw_bits"]
 )
-def test_native_matches_python_kernel(layout):
-    """Bit for bit: float32 rows of 2 x 4 are copied as 16-byte elements, bf16 ones (8 bytes) and a pool
-    4 bytes off a 16-byte boundary as they are; raw bits (NaN payloads included) survive either copy."""
+@pytest.mark.parametrize("tokens", [5, WIDE_TOKENS])
+def test_native_matches_python_kernel(layout, tokens):
+    """Bit for bit. Float32 rows of 2 x 4 in a chunk of 16 KiB or more are copied as 16-byte elements;
+    bf16 rows (8 bytes), a pool 4 bytes off a 16-byte boundary and small chunks as they are; raw bits
+    (NaN payloads included) survive either copy."""
     gen = torch.Generator().manual_seed(7)
     batch = 3 if layout == "2d" else 1
+    num_slots = 2 * batch * tokens + 30
     dtype = torch.bfloat16 if layout == "bf16" else torch.float32
-    new_k = torch.randn(batch, 5, H, D, generator=gen).to(dtype)
-    new_v = torch.randn(batch, 5, H, D, generator=gen).to(dtype)
-    slots = torch.randperm(40, generator=gen)[: batch * 5].reshape(batch, 5)
+    new_k = torch.randn(batch, tokens, H, D, generator=gen).to(dtype)
+    new_v = torch.randn(batch, tokens, H, D, generator=gen).to(dtype)
+    slots = torch.randperm(num_slots, generator=gen)[: batch * tokens].reshape(batch, tokens)
     if layout in ("3d_tokens", "bf16", "non_contiguous_chunk", "misaligned_pool", "raw_bits"):
         slots, new_k, new_v = slots[0], new_k[0], new_v[0]
     elif layout == "1d_batch1":
         slots = slots[0]
     if layout == "non_contiguous_chunk":
-        new_k = torch.randn(H, 5, D, generator=gen).transpose(0, 1)
+        new_k = torch.randn(H, tokens, D, generator=gen).transpose(0, 1)
         assert not new_k.is_contiguous()
     if layout == "raw_bits":
-        raw = torch.randint(-(2**31), 2**31 - 1, (5, H, D), generator=gen, dtype=torch.int32)
+        raw = torch.randint(-(2**31), 2**31 - 1, (tokens, H, D), generator=gen, dtype=torch.int32)
         raw[0, 0, :2] = torch.tensor([0x7FA00001, 0xFFC12345 - 2**32])  # a signalling NaN, a NaN with a payload
         new_k = raw.view(torch.float32)
         assert new_k.isnan().any()
-    pools = (torch.randn(40, H, D, generator=gen).to(dtype), torch.randn(40, H, D, generator=gen).to(dtype))
+    pools = tuple(torch.randn(num_slots, H, D, generator=gen).to(dtype) for _ in range(2))
 
     def fresh(pool: torch.Tensor) -> torch.Tensor:
         if layout != "misaligned_pool":
@@ -394,18 +400,19 @@ def test_kernel_source_is_package_data():
     assert not shipped_package_data('[tool.setuptools.packages.find]\ninclude = ["ar_paging*"]\n', "ar_paging", source)
 
 
-def index_copy_shapes(dtype: torch.dtype) -> list[list[int]]:
+def index_copy_shapes(dtype: torch.dtype, tokens: int) -> list[list[int]]:
     """The ``self`` shapes the profiler records for the native kernel's index_copy_ calls."""
-    k, v = torch.zeros(8, H, D, dtype=dtype), torch.zeros(8, H, D, dtype=dtype)
-    new, slots = torch.ones(2, H, D, dtype=dtype), torch.tensor([1, 5])
+    k, v = torch.zeros(2 * tokens, H, D, dtype=dtype), torch.zeros(2 * tokens, H, D, dtype=dtype)
+    new, slots = torch.ones(tokens, H, D, dtype=dtype), torch.arange(1, 2 * tokens, 2)
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True) as prof:
         torch.ops.ar_paging.paged_write(k, v, new, new, slots)
-    assert k[[1, 5]].eq(1).all() and v[[1, 5]].eq(1).all()
+    assert k[slots].eq(1).all() and v[slots].eq(1).all() and k[slots - 1].eq(0).all()
     return [list(e.input_shapes[0]) for e in prof.events() if e.name == "aten::index_copy_"]
 
 
 @needs_native
-def test_native_copies_float32_rows_as_16_byte_elements():
-    assert index_copy_shapes(torch.float32) == [[8, H, D * 4 // 16]] * 2
-    # control: bf16 rows of 4 (8 bytes) cannot be viewed as 16-byte elements and are copied as they are
-    assert index_copy_shapes(torch.bfloat16) == [[8, H, D]] * 2
+def test_native_copies_large_float32_chunks_as_16_byte_elements():
+    assert index_copy_shapes(torch.float32, WIDE_TOKENS) == [[2 * WIDE_TOKENS, H, D * 4 // 16]] * 2
+    # controls: bf16 rows of 4 (8 bytes) cannot be viewed as 16-byte elements; a 5-token chunk is not worth it
+    assert index_copy_shapes(torch.bfloat16, WIDE_TOKENS) == [[2 * WIDE_TOKENS, H, D]] * 2
+    assert index_copy_shapes(torch.float32, 5) == [[10, H, D]] * 2
