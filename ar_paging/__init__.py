@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from ar_paging.debug_checks import debug_checks_enabled, set_debug_checks
 from ar_paging.overlap import tensors_overlap
+from ar_paging.paged_write import kernel as paged_write_kernel
 from ar_paging.paged_write import paged_write, pool_write_chunk
 from ar_paging.pool import PoolGeometry, allocate_kv_pool_with_views
 from ar_paging.read_path import ResidentWindow, gather_window, read_window, resident_window
@@ -52,6 +53,7 @@ __all__ = [
     "debug_checks_enabled",
     "gather_window",
     "paged_write",
+    "paged_write_kernel",
     "pool_write_chunk",
     "read_window",
     "resident_block_ids",

@@ -12,9 +12,11 @@ they are Python ints. Turn it on while debugging a new caller:
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 _ENV_VAR = "AR_PAGING_DEBUG"
 _enabled = os.environ.get(_ENV_VAR, "0").strip().lower() not in ("", "0", "false", "no", "off")
+_listeners: list[Callable[[bool], object]] = []
 
 
 def set_debug_checks(enabled: bool) -> None:
@@ -23,6 +25,14 @@ def set_debug_checks(enabled: bool) -> None:
     if not isinstance(enabled, bool):
         raise ValueError(f"enabled must be a bool, got {enabled!r}")
     _enabled = enabled
+    for listener in _listeners:
+        listener(enabled)
+
+
+def add_debug_checks_listener(listener: Callable[[bool], object]) -> None:
+    """Call ``listener(enabled)`` now and on every switch: the C++ kernel keeps its own copy of the flag."""
+    _listeners.append(listener)
+    listener(_enabled)
 
 
 def debug_checks_enabled() -> bool:

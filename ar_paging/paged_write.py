@@ -24,13 +24,20 @@ Registered like vLLM's ``direct_register_custom_op`` (``torch.library.Library``
 definition + one implementation + a fake), not ``torch.library.custom_op``: the
 latter's Python dispatch layers cost tens of microseconds per call (measured by
 ``python -m reports.bench_hotpath``).
+
+Two kernels, one schema: for CPU tensors the C++ kernel of ``csrc/paged_write.cpp``
+(built on first use, ``ar_paging.native``; no dispatcher-to-Python trampoline, the
+same checks and messages in C++), for every other device (CUDA included) and when
+the C++ kernel is off or cannot be built, ``_paged_write_impl`` below.
+``ar_paging.paged_write_kernel()`` says which one serves CPU tensors.
 """
 
 from __future__ import annotations
 
 import torch
 
-from ar_paging.debug_checks import debug_checks_enabled
+from ar_paging import native as _native
+from ar_paging.debug_checks import add_debug_checks_listener, debug_checks_enabled
 from ar_paging.overlap import byte_span, spans_overlap, tensors_overlap
 
 SCHEMA = (
@@ -45,7 +52,10 @@ def _check_shapes(
     new_v: torch.Tensor,
     slot_mapping: torch.Tensor,
 ) -> None:
-    """Metadata-only validation, shared by the real and the fake implementation."""
+    """Metadata-only validation, shared by the real and the fake implementation.
+
+    Mirrored in ``csrc/paged_write.cpp`` (``check_shapes``) with the same order and messages: change both.
+    """
     k_shape = k_pool.shape
     if len(k_shape) != 3:
         raise ValueError(
@@ -134,6 +144,7 @@ def _check_no_aliasing(
     ``index_copy_`` from a source that overlaps its destination, or K and V in one
     region, silently writes the wrong values. Byte spans first (one comparison per
     pair); only intersecting spans go to the exact, stride-aware ``tensors_overlap``.
+    Mirrored in ``csrc/paged_write.cpp`` (``check_no_aliasing``).
     """
     k_span, v_span = byte_span(k_pool), byte_span(v_pool)
     if spans_overlap(k_span, v_span) and tensors_overlap(k_pool, v_pool):
@@ -153,7 +164,7 @@ def _check_no_aliasing(
 
 
 def _check_slot_values(slots: torch.Tensor, num_slots: int) -> None:
-    """Debug mode only: range and uniqueness of the slots (three syncs)."""
+    """Debug mode only: range and uniqueness of the slots (three syncs). Mirrored in ``csrc/paged_write.cpp``."""
     if slots.numel() == 0:
         return
     lo, hi = int(slots.min()), int(slots.max())
@@ -201,6 +212,18 @@ _LIB = torch.library.Library("ar_paging", "FRAGMENT")  # kept alive: dropping it
 _LIB.define(SCHEMA, tags=(torch.Tag.pt2_compliant_tag,))
 _LIB.impl("paged_write", _paged_write_impl, "CompositeExplicitAutograd")
 torch.library.register_fake("ar_paging::paged_write", _paged_write_fake, lib=_LIB)
+
+# The C++ CPU kernel (ar_paging/csrc/paged_write.cpp), registered for the CPU key over the Python one
+# above, which stays the kernel of every other device (CUDA included). AR_PAGING_NATIVE: see ar_paging.native.
+NATIVE, NATIVE_UNAVAILABLE_BECAUSE = _native.load_per_environment()
+if NATIVE:
+    add_debug_checks_listener(torch.ops.ar_paging_native.set_debug_checks)
+
+
+def kernel() -> str:
+    """``"native"`` when the C++ kernel serves CPU tensors, else ``"python"`` (``NATIVE_UNAVAILABLE_BECAUSE``)."""
+    return "native" if NATIVE else "python"
+
 
 paged_write = torch.ops.ar_paging.paged_write
 

@@ -3,14 +3,17 @@
 Separate from the tests (timings are not verdicts). Four tables, each a pandas
 DataFrame from one function so ``python -m reports.bench`` can print them too:
 
-* ``eager_op_table``: eager ``paged_write`` vs a bare ``index_copy_`` of K and V
-  (the op's whole work), and vs the previous op (``custom_op`` + three syncs).
+* ``eager_op_table``: eager ``paged_write`` (its registered CPU kernel: the C++
+  one when built, see ``ar_paging.native``) vs a bare ``index_copy_`` of K and V
+  (the op's whole work), vs the pure-Python kernel (the same body registered with
+  ``Library``) and vs the previous op (``custom_op`` + three syncs).
 * ``dispatch_table``: the same body registered with ``torch.library.custom_op``
   vs ``torch.library.Library`` + ``register_fake`` (vLLM's
   ``direct_register_custom_op`` way), and both with an empty body.
-* ``compiled_step_table``: a compiled commit step (gather a window, mix it into
-  the chunk's K/V, commit) with ``paged_write`` vs the same step written with
-  Inductor's native ``index_copy_``, at a small and a realistic window.
+* ``compiled_step_table``: a compiled commit step (per layer: gather a window, mix
+  it into the chunk's K/V, commit) with ``paged_write`` (and with the pure-Python
+  kernel) vs the same step written with Inductor's native ``index_copy_``, at
+  small windows (32 tokens x 2 layers, 48 x 1) and a realistic one (2048 x 1).
 * ``resident_window_table``: ``resident_window`` vs a vectorized reference (the
   bare expansion, no validation) and vs the previous implementation, at windows
   of 1k-64k tokens over histories up to 256k tokens.
@@ -143,6 +146,7 @@ def eager_op_table(tokens: Sequence[int] = (16, 1024), *, num_slots: int = 8192,
             fns = {
                 "bare index_copy_ (K and V)": bare,
                 "paged_write": lambda: torch.ops.ar_paging.paged_write(k, v, nk, nv, s),
+                "paged_write Python kernel": lambda k=k, v=v, nk=nk, nv=nv, s=s: ops.write_library(k, v, nk, nv, s),
                 "paged_write before (custom_op + 3 syncs)": lambda: ops.previous(k, v, nk, nv, s),
             }
             results = interleaved_medians(fns, "bare index_copy_ (K and V)", rounds=rounds)
@@ -178,49 +182,83 @@ def _mix(k_pool, v_pool, x, window_slots):
     return x + ctx, x - ctx, ctx
 
 
-def step_paged_write(k_pool, v_pool, x, window_slots, commit_slots):
-    new_k, new_v, ctx = _mix(k_pool, v_pool, x, window_slots)
-    torch.ops.ar_paging.paged_write(k_pool, v_pool, new_k, new_v, commit_slots)
-    return ctx.sum()
+def _commit_op(k_pool, v_pool, new_k, new_v, slots):
+    torch.ops.ar_paging.paged_write(k_pool, v_pool, new_k, new_v, slots)
 
 
-def step_native(k_pool, v_pool, x, window_slots, commit_slots):
-    new_k, new_v, ctx = _mix(k_pool, v_pool, x, window_slots)
-    k_pool.index_copy_(0, commit_slots, new_k)
-    v_pool.index_copy_(0, commit_slots, new_v)
-    return ctx.sum()
+def _commit_python(k_pool, v_pool, new_k, new_v, slots):
+    """The same op body as the pure-Python kernel (``Library`` registration, bench namespace)."""
+    torch.ops.ar_paging_bench.write_library(k_pool, v_pool, new_k, new_v, slots)
+
+
+def _commit_native(k_pool, v_pool, new_k, new_v, slots):
+    k_pool.index_copy_(0, slots, new_k)
+    v_pool.index_copy_(0, slots, new_v)
+
+
+def _make_step(commit: Callable[..., None]) -> Callable[..., torch.Tensor]:
+    def step(k_pools, v_pools, x, window_slots, commit_slots):
+        """Per layer: read the window, mix it into the chunk, commit; the next layer reads this one's output."""
+        total = x.new_zeros(())
+        for k_pool, v_pool in zip(k_pools, v_pools):
+            new_k, new_v, ctx = _mix(k_pool, v_pool, x, window_slots)
+            commit(k_pool, v_pool, new_k, new_v, commit_slots)
+            total, x = total + ctx.sum(), ctx
+        return total
+
+    return step
+
+
+step_paged_write = _make_step(_commit_op)
+step_python_kernel = _make_step(_commit_python)
+step_native = _make_step(_commit_native)
 
 
 def compiled_step_table(
-    windows: Sequence[int] = (48, 2048), *, chunk: int = 16, heads: int = 8, dim: int = 128, rounds: int = 41
+    cases: Sequence[tuple[int, int]] = ((32, 2), (48, 1), (2048, 1)),
+    *,
+    chunk: int = 16,
+    heads: int = 8,
+    dim: int = 128,
+    rounds: int = 41,
 ) -> pd.DataFrame:
-    """Compiled step with ``paged_write`` vs with native ``index_copy_``; ratio to native."""
+    """Compiled step with ``paged_write`` (and its Python kernel) vs with native ``index_copy_``; ratio to native.
+
+    ``cases``: ``(window tokens, layers)``.
+    """
     import torch._inductor.config as inductor_config
 
     inductor_config.force_disable_caches = True
+    # No compile-worker subprocesses: a pool still starting up (importing torch) steals the CPU from the
+    # first case's timing rounds.
+    inductor_config.compile_threads = 1
+    _bench_ops()
     gen = torch.Generator().manual_seed(0)
     rows = []
-    for window in windows:
+    for window, layers in cases:
         num_slots = max(4096, 2 * (window + chunk))
-        k, v = torch.randn(num_slots, heads, dim, generator=gen), torch.randn(num_slots, heads, dim, generator=gen)
+        k_pools = [torch.randn(num_slots, heads, dim, generator=gen) for _ in range(layers)]
+        v_pools = [torch.randn(num_slots, heads, dim, generator=gen) for _ in range(layers)]
         x = torch.randn(chunk, heads, dim, generator=gen)
         perm = torch.randperm(num_slots, generator=gen)
         window_slots, commit_slots = perm[:window], perm[window : window + chunk]
-        args = (k, v, x, window_slots, commit_slots)
+        args = (k_pools, v_pools, x, window_slots, commit_slots)
         torch._dynamo.reset()
         compiled = {
             "native index_copy_": torch.compile(step_native, fullgraph=True, dynamic=False),
             "paged_write": torch.compile(step_paged_write, fullgraph=True, dynamic=False),
+            "paged_write Python kernel": torch.compile(step_python_kernel, fullgraph=True, dynamic=False),
         }
         for name, fn in compiled.items():  # same pools as the eager step, or the timing is meaningless
-            got = (k.clone(), v.clone())
+            got = ([p.clone() for p in k_pools], [p.clone() for p in v_pools])
             fn(*got, *args[2:])
-            want = (k.clone(), v.clone())
+            want = ([p.clone() for p in k_pools], [p.clone() for p in v_pools])
             step_native(*want, *args[2:])
-            if not all(torch.allclose(a, b, atol=1e-5) for a, b in zip(got, want)):
+            if not all(torch.allclose(a, b, atol=1e-5) for a, b in zip(got[0] + got[1], want[0] + want[1])):
                 raise AssertionError(f"compiled step '{name}' at window {window} differs from eager")
         fns = {name: (lambda fn=fn: fn(*args)) for name, fn in compiled.items()}
-        rows += _rows(interleaved_medians(fns, "native index_copy_", rounds=rounds), window=window, chunk=chunk)
+        results = interleaved_medians(fns, "native index_copy_", rounds=rounds)
+        rows += _rows(results, window=window, layers=layers, chunk=chunk)
     return pd.DataFrame(rows)
 
 
@@ -295,7 +333,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown table(s) {unknown}; choose from {list(TABLES)}")
     torch.set_num_threads(1)
-    print(f"torch {torch.__version__}, 1 thread, debug checks {'on' if ar_paging.debug_checks_enabled() else 'off'}")
+    debug = "on" if ar_paging.debug_checks_enabled() else "off"
+    print(f"torch {torch.__version__}, 1 thread, debug checks {debug}, paged_write CPU kernel: "
+          f"{ar_paging.paged_write_kernel()}")
     for name in args.tables or TABLES:
         kwargs = {} if args.rounds is None else {"rounds": args.rounds}
         df = TABLES[name](**kwargs)
