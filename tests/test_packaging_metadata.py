@@ -194,10 +194,18 @@ def test_the_lock_pins_the_cuda_runtime_the_installed_torch_declares() -> None:
     from importlib.metadata import requires, version
 
     if Version(version("torch")).base_version != VLLM_TORCH:
-        pytest.skip(f"torch {version('torch')} is not the lock's {VLLM_TORCH} (the lower-bound venv)")
+        pytest.skip(f"torch {version('torch')} is not the lock's {VLLM_TORCH} (a venv from another lock)")
     lock = _lock_pins()
     runtime = [Requirement(r) for r in requires("torch") or []]
     runtime = [r for r in runtime if _is_cuda_runtime(r.name.lower()) and (r.marker is None or r.marker.evaluate({"extra": ""}))]
     assert runtime, "torch 2.14.0 declares no CUDA runtime: the lock's block is not needed"
+    # cuda-toolkit[cublas,cudart,...] is a metapackage: its extras name the nvidia-* wheels
+    for toolkit in [r for r in runtime if r.name.lower() == "cuda-toolkit"]:
+        extras = [Requirement(r) for r in requires("cuda-toolkit") or []]
+        runtime += [r for r in extras if r.marker is not None and any(r.marker.evaluate({"extra": e}) for e in toolkit.extras)]
+    assert any(r.name == "nvidia-cuda-runtime" for r in runtime), [str(r) for r in runtime]
     missing = [str(r) for r in runtime if not r.specifier.contains(lock.get(r.name.lower(), "0"), prereleases=True)]
     assert missing == []
+    # and nothing more: every CUDA runtime wheel the lock pins is one torch asks for
+    undeclared = sorted(name for name in lock if _is_cuda_runtime(name) and name not in {r.name.lower() for r in runtime})
+    assert undeclared == []
