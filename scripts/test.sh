@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# The README's test command: set up .venv from nothing, then
+# The README's test command: set up .venv from nothing (torch 2.14.0, what vLLM 0.33 pins, from
+# requirements/lock.txt), then
 #   1. the pytest suite (2 workers: pytest-xdist),
 #   2. the built-in compile gate through the installed console script (stock + vLLM pipelines,
 #      analysis-only verdicts + a codegen smoke; exit 1 if any case misses its expectation),
 #   3. the traffic report against the committed baseline (exit 1 if copies or extra bytes grew),
-#   4. the example engine gated as a user would: from a temporary folder outside the repo.
+#   4. the example engine gated as a user would: from a temporary folder outside the repo,
+#   5. the declared lower bound, torch 2.13.0, in .venv-torch2.13 (requirements/lock-torch2.13.txt):
+#      the suite without the `compile`-marked tests, and the compile gate (scripts/test_torch_floor.sh).
+# Extra arguments go to step 1's pytest.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -18,3 +22,5 @@ echo "[test] traffic report vs reports/baseline.json"
 .venv/bin/python -m compile_checks report --out out/report --baseline reports/baseline.json
 echo "[test] example engine gated as a user (scripts/gate_example.sh)"
 bash scripts/gate_example.sh .venv
+echo "[test] the torch lower bound (scripts/test_torch_floor.sh)"
+bash scripts/test_torch_floor.sh

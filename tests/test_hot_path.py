@@ -313,8 +313,16 @@ def test_floats_and_bools_are_rejected_not_truncated(call, match):
 
 
 def test_float_num_tokens_negative_control():
-    """The previous resident_window took 6.5 tokens without a word and returned 6 slots."""
-    assert previous_resident_window(torch.tensor([1, 2]), 6.5, 4, 0)[0].numel() == 6
+    """The previous resident_window took 6.5 tokens without a word: the check above fails on it.
+
+    Only "accepted silently" is our contract. How many slots it then returned is torch's own float
+    ``arange`` (6 for 6.5 on torch 2.13.0+cpu, 7 on 2.14.0+cu130), so the count is not asserted.
+    """
+    call = lambda: previous_resident_window(torch.tensor([1, 2]), 6.5, 4, 0)  # noqa: E731
+    with pytest.raises(AssertionError, match="nothing was raised"):
+        check_rejects(call, "num_tokens")
+    slots, positions = call()
+    assert slots.dim() == 1 and slots.numel() > 0 and slots.shape == positions.shape
 
 
 @pytest.mark.parametrize(

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
+from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -33,8 +34,12 @@ compile_checks = "compile_checks.pytest_plugin"
 include = ["ar_paging*", "compile_checks*", "reports*"]
 """
 
-# What vLLM 0.33.0's wheel metadata pins (Requires-Dist / Requires-Python), and this repo's lock torch.
-ENGINE_TORCH = ("2.14.0", "2.13.0", "2.13.0+cpu")
+# What vLLM 0.33.0's wheel metadata pins (Requires-Dist / Requires-Python), and the torch versions this
+# repo's CI runs: the lock's 2.14.0 (reported as 2.14.0+cu130), the lower-bound lock's 2.13.0+cpu, and
+# 2.14.1, the newest reachable (run by scripts/test_torch_floor.sh; README: "torch versions CI runs").
+VLLM_TORCH = "2.14.0"
+ENGINE_TORCH = (VLLM_TORCH, "2.14.0+cu130", "2.14.1", "2.13.0", "2.13.0+cpu")
+FLOOR_TORCH = "2.13.0+cpu"
 ENGINE_VLLM = "0.33.0"
 ENGINE_DEPYF = "0.20.0"
 ENGINE_PYTHONS = ("3.11.0", "3.12.0", "3.13.0", "3.14.0")
@@ -80,9 +85,9 @@ def metadata_problems(project_toml: dict[str, Any]) -> list[str]:
     return problems
 
 
-def _lock_pins() -> dict[str, str]:
+def _lock_pins(name: str = "lock.txt") -> dict[str, str]:
     pins = {}
-    for line in (ROOT / "requirements" / "lock.txt").read_text().splitlines():
+    for line in (ROOT / "requirements" / name).read_text().splitlines():
         line = line.split("#", 1)[0].strip()
         if line:
             name, _, version = line.partition("==")
@@ -140,3 +145,67 @@ def test_lock_check_catches_a_pin_outside_the_range_and_a_missing_pin() -> None:
     problems = lock_problems(project, pins)
     assert any(p.startswith("the lock pins torch==2.15.0") for p in problems), problems
     assert "depyf is declared but not pinned in the lock" in problems
+
+
+# --- the two locks CI installs: torch 2.14.0 (what vLLM 0.33 pins) and the declared lower bound ---
+
+
+def _is_cuda_runtime(name: str) -> bool:
+    """The CUDA runtime wheels the 2.14.0 torch wheel links (not needed by a CPU build of torch)."""
+    return name.startswith("nvidia-") or name == "cuda-toolkit"
+
+
+def floor_lock_problems(lock: dict[str, str], floor: dict[str, str]) -> list[str]:
+    """Ways the lower-bound lock is not 'the lock with torch at the floor and no CUDA runtime'."""
+    want = {name: version for name, version in lock.items() if not _is_cuda_runtime(name)}
+    want["torch"] = FLOOR_TORCH
+    problems = [f"{name}: the lock pins {want.get(name)}, the floor lock {floor.get(name)}"
+                for name in sorted(want.keys() | floor.keys()) if want.get(name) != floor.get(name)]
+    return problems
+
+
+def test_the_lock_runs_the_torch_vllm_pins() -> None:
+    assert _lock_pins()["torch"] == VLLM_TORCH
+    assert _lock_pins()["vllm"] == ENGINE_VLLM
+
+
+def test_the_floor_lock_is_the_lock_with_torch_at_the_lower_bound() -> None:
+    """requirements/lock-torch2.13.txt differs from the lock in torch (and the CUDA runtime) only,
+    and its torch is the lowest version pyproject admits."""
+    floor = _lock_pins("lock-torch2.13.txt")
+    assert floor_lock_problems(_lock_pins(), floor) == []
+    torch = _requirements(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"])["torch"]
+    lower = [spec.version for spec in torch.specifier if spec.operator == ">="]
+    assert lower and Version(Version(floor["torch"]).base_version) == Version(lower[0]) == Version("2.13")
+    assert lock_problems(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"], floor) == []
+
+
+def test_floor_lock_check_catches_drift() -> None:
+    """Negative control: a floor lock that moved another pin, or kept 2.14.0, fails."""
+    lock = _lock_pins()
+    floor = _lock_pins("lock-torch2.13.txt")
+    assert floor_lock_problems(lock, {**floor, "numpy": "1.26.4"}) == [f"numpy: the lock pins {lock['numpy']}, the floor lock 1.26.4"]
+    assert floor_lock_problems(lock, {**floor, "torch": VLLM_TORCH}) != []
+
+
+def test_the_lock_pins_the_cuda_runtime_the_installed_torch_declares() -> None:
+    """In the 2.14.0 venv: every nvidia-* / cuda-toolkit requirement of torch's wheel is pinned in the
+    lock at a version it accepts (the wheel links them; it does not import without them)."""
+    from importlib.metadata import requires, version
+
+    if Version(version("torch")).base_version != VLLM_TORCH:
+        pytest.skip(f"torch {version('torch')} is not the lock's {VLLM_TORCH} (a venv from another lock)")
+    lock = _lock_pins()
+    runtime = [Requirement(r) for r in requires("torch") or []]
+    runtime = [r for r in runtime if _is_cuda_runtime(r.name.lower()) and (r.marker is None or r.marker.evaluate({"extra": ""}))]
+    assert runtime, "torch 2.14.0 declares no CUDA runtime: the lock's block is not needed"
+    # cuda-toolkit[cublas,cudart,...] is a metapackage: its extras name the nvidia-* wheels
+    for toolkit in [r for r in runtime if r.name.lower() == "cuda-toolkit"]:
+        extras = [Requirement(r) for r in requires("cuda-toolkit") or []]
+        runtime += [r for r in extras if r.marker is not None and any(r.marker.evaluate({"extra": e}) for e in toolkit.extras)]
+    assert any(r.name == "nvidia-cuda-runtime" for r in runtime), [str(r) for r in runtime]
+    missing = [str(r) for r in runtime if not r.specifier.contains(lock.get(r.name.lower(), "0"), prereleases=True)]
+    assert missing == []
+    # and nothing more: every CUDA runtime wheel the lock pins is one torch asks for
+    undeclared = sorted(name for name in lock if _is_cuda_runtime(name) and name not in {r.name.lower() for r in runtime})
+    assert undeclared == []
