@@ -1,5 +1,6 @@
-"""The write checks on ``examples/engine_blocks`` (a causal DiT with its pools in a cache object): its three
-cache writes get the verdicts its docstring names, and per-block compile shows up as recompiles.
+"""The write and recompile checks on ``examples/engine_blocks`` (a causal DiT compiled per block as in
+production, its pools in a cache object, named by a pools callable): its three cache writes get the
+verdicts its docstring names, and the per-block compile shows up as recompiles.
 
 ``paged_write`` (declared) is the clean twin; ``side_effect`` (vLLM's pattern copied: a dummy consumed by
 attention) is an ``undeclared_write``; ``lost`` (the dummy unused) is a ``lost_write``.
@@ -11,47 +12,35 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 
-from compile_checks.api import CloneCheck
-from compile_checks.case import Case, run_case
-from compile_checks.pools import pools_from_module
+from compile_checks.case import run_case
 
 pytestmark = pytest.mark.compile
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples" / "engine_blocks"))
-blocks = pytest.importorskip("blocks_dit")
-
-
-def _case(write: str) -> Case:
-    cfg = blocks.BlocksConfig()
-    cache = blocks.KVCache(cfg)
-    model = blocks.BlocksDiT(cfg, cache, write).eval()
-    noise = torch.randn(cfg.num_chunks, cfg.chunk_tokens, cfg.dim, generator=torch.Generator().manual_seed(0))
-    return Case(write, model, pools=pools_from_module(cache, "layers.*"), driver=blocks.rollout(cfg, noise))
+from cases import build_case  # noqa: E402  (the example's own case factory)
 
 
 @pytest.mark.parametrize(("write", "kinds"), [("paged_write", []), ("side_effect", ["undeclared_write"]),
                                                ("lost", ["lost_write"])])
 def test_the_three_cache_writes(write: str, kinds: list[str]) -> None:
-    with torch.no_grad():
-        result = run_case(_case(write), analysis_only=True)
-    found = sorted({str(f.kind) for f in result.report.run_findings})
+    result = run_case(build_case(write, write=write), analysis_only=True)
+    found = sorted({str(f.kind) for f in result.report.run_findings if f.fails})
     assert found == kinds, result.report.run_findings
     assert all(f.op == "blocks_example::kv_update" for f in result.report.run_findings)
     assert result.passed is (not kinds), result.report.problems
+    if write == "lost":
+        pools = {f.pool for f in result.report.run_findings}
+        assert pools == {"layer0.k", "layer0.v", "layer1.k", "layer1.v"}
 
 
-def test_per_block_compile_recompiles_per_block() -> None:
-    """vLLM-Omni's per-block compile: one code object, one graph per block (a guard on the block's index)."""
-    case = _case("paged_write")
-    model = case.fn
-    check = CloneCheck(pools=dict(case.pools), analysis_only=True)
-    with check, torch.no_grad():
-        blocks.compile_blocks(model, check.probe.backend)
-        case.driver(model)
-    assert check.report is not None and check.report.check_passed, check.report.problems
-    [(code, entry)] = check.report.recompiles.items()
+def test_per_block_compile_is_one_graph_per_block() -> None:
+    """One code object (``Block.forward``), one graph per block: dynamo guards on the block's index."""
+    result = run_case(build_case("split"), analysis_only=True)
+    [(code, entry)] = result.report.recompiles.items()
     assert code.startswith("forward (blocks_dit.py:")
-    assert entry["graphs"] == blocks.BlocksConfig().num_layers
-    assert entry["reasons"] == ["0/0: self.index == 0"]
+    assert entry["graphs"] == 2 and entry["reasons"] == ["0/0: self.index == 0"]
+    assert result.passed, result.report.problems
+    over = run_case(build_case("split", max_recompiles=0), analysis_only=True)
+    assert [str(f.kind) for f in over.report.run_findings] == ["too_many_recompiles"] and not over.passed
+    assert run_case(build_case("split", max_recompiles=1), analysis_only=True).passed
