@@ -23,6 +23,8 @@ from compile_checks.check.attribution import build_report
 from compile_checks.check.backend import Probe, instrumented_inductor
 from compile_checks.pools import PoolsArg, resolve_pools
 from compile_checks.check.findings import CloneReport, SurvivingClone
+from compile_checks.check.recompiles import RecompileLog, recompile_table, recording_reasons
+from compile_checks.check.writes import RegionWriteWatch
 from compile_checks.errors import CompileChecksError
 from compile_checks.explain.culprit_pass import PostGradRecorder
 from compile_checks.explain.dumps import annotate_report, write_index
@@ -75,6 +77,9 @@ class CloneCheck:
         # lowering and C++ codegen do not; the post-grad FX graph itself is executed
         self.probe = Probe(analysis_only=analysis_only)
         self.probe.set_pools(self.pools)
+        # writes an opaque op makes without declaring them, and recompiles (compile_checks.check.writes/recompiles)
+        self.probe.write_watch = RegionWriteWatch(self.pools, self.probe.received_pools)
+        self.recompile_log = RecompileLog()
         # explain: record why each clone survived (compile_checks.explain.explanations); re-runs passes only for clones
         self.explain_recorder = (
             PostGradRecorder(lambda: len(self.probe.regions) - 1, keep_code=self.dump_dir is not None) if explain else None
@@ -113,6 +118,7 @@ class CloneCheck:
         try:
             # instrumentation outermost: its dynamo reset must come after depyf wrote full_code_*
             stack.enter_context(instrumented_inductor(self.probe, self.functionalization, self.inductor_config))
+            stack.enter_context(recording_reasons(self.recompile_log))
             if self.explain_recorder is not None:
                 stack.enter_context(self.explain_recorder.active())
             if self.dump_dir is not None:
@@ -131,6 +137,8 @@ class CloneCheck:
         self._stack.__exit__(exc_type, exc, tb)
         self._stack = None
         report = build_report(self.probe, self.pools, self.dump_dir, allow_unanalysed=self.allow_unanalysed)
+        report.recompiles = recompile_table(self.probe.regions, self.recompile_log)
+        report.run_findings += self.probe.write_watch.findings()
         report = explain_report(report, self.probe, self)
         if self.dump_dir is not None:
             report = annotate_report(report, self.probe, self.dump_dir)
@@ -281,6 +289,10 @@ def format_report(report: CloneReport) -> str:
     if report.errors:
         lines.append("check errors:")
         lines += [f"  - {e}" for e in report.errors]
+    failing = [f for f in report.run_findings if f.fails]  # compile_checks.check.writes / recompiles
+    if failing:
+        lines.append("writes and recompiles:")
+        lines += [f"  - {f.kind}: {f.message}" for f in failing]
     if report.unanalysed and not report.allow_unanalysed:
         lines.append("not analysed (the check cannot call these clean; allow_unanalysed=True accepts them):")
         lines += [f"  - {u}" for u in report.unanalysed]

@@ -19,9 +19,10 @@ zero-argument factory returning cases is what the CLI's targets accept).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -71,6 +72,10 @@ class Case:
         fullgraph / mode: ``torch.compile(fn, fullgraph=..., mode=...)`` of the plain compile (stock and
             vllm pipelines; a ``@support_torch_compile`` module compiles with vLLM's own settings; with
             ``compile`` the engine passes its own).
+        check_writes: with a ``driver`` or ``verify``, also run the case eagerly first (state restored)
+            and fail a pool the compiled run left different (``lost_write``); False for a driver
+            that cannot run twice.
+        max_recompiles: fail when dynamo recompiled a function more often than this; None: no limit.
     """
 
     name: str
@@ -92,6 +97,8 @@ class Case:
     compile: EngineCompile | None = None
     fullgraph: bool = False
     mode: str | None = None
+    check_writes: bool = True
+    max_recompiles: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -127,6 +134,10 @@ class Case:
             raise ValueError(f"Case {self.name!r}: compile cannot be combined with the vllm-piecewise pipeline")
         if not isinstance(self.expect_clean, bool):
             raise ValueError(f"Case {self.name!r}: expect_clean must be a bool, got {self.expect_clean!r}")
+        if self.max_recompiles is not None and (not isinstance(self.max_recompiles, int) or self.max_recompiles < 0):
+            raise ValueError(
+                f"Case {self.name!r}: max_recompiles must be an int >= 0 or None, got {self.max_recompiles!r}"
+            )
 
     def replace(self, **changes: Any) -> Case:
         """A copy with some fields changed (shares the tensors: see the module docstring)."""
@@ -237,13 +248,84 @@ def run_case(
     """
     started = time.perf_counter()
     check = check_session(case, analysis_only=analysis_only, dump_dir=dump_dir)
+    # lost writes: an eager run from a snapshot (restored in place) to compare the pools with
+    reference = write_reference(case)
     with check:
         compiled = compile_for_pipeline(
             check, case.fn, case.pipeline, dynamic=case.dynamic, fullgraph=case.fullgraph, mode=case.mode,
             engine_compile=case.compile,
         )
         output = case.driver(compiled) if case.driver is not None else compiled(*case.args, **dict(case.kwargs))
+    assert check.report is not None
+    check.report.run_findings += run_findings(case, check.report, reference)
     return case_result(case, check, output, started=started)
+
+
+def write_reference(case: Case) -> Any:
+    """The eager reference for the lost-write check (compile_checks.check.writes), or None when it is off."""
+    if not case.check_writes or (case.driver is None and case.verify is None):
+        return None
+    from compile_checks.check.writes import eager_reference, tensors_in
+    from compile_checks.pools import resolve_pools
+
+    pools = resolve_pools(case.pools) or {}  # a pools callable is read here, before the eager run
+    if not pools:
+        return None
+
+    fn, context = _eager(case)
+
+    def run() -> Any:
+        with context():
+            return case.driver(fn) if case.driver is not None else fn(*case.args, **dict(case.kwargs))
+
+    try:
+        return eager_reference(pools, tensors_in(case.args, dict(case.kwargs), case.fn), run)
+    except Exception as e:  # the state is restored; the case fails with the reason
+        return (
+            f"the eager reference run of the lost-write check failed ({type(e).__name__}: {e}); "
+            "Case(check_writes=False) skips it for a case that cannot run eagerly or twice"
+        )
+
+
+def _eager(case: Case) -> tuple[Callable[..., Any], Callable[[], contextlib.AbstractContextManager[Any]]]:
+    """``case.fn`` as eager code and the context it runs in (vLLM's env and config on its pipelines).
+
+    A ``@support_torch_compile`` module's ``forward`` is its eager code (calling the module compiles it).
+    """
+    if str(case.pipeline) == "stock":
+        return case.fn, contextlib.nullcontext
+    from compile_checks.pipelines.vllm import is_vllm_compiled_module
+    from compile_checks.pipelines.vllm_env import vllm_env, vllm_module
+
+    config = getattr(case.fn, "vllm_config", None)
+
+    @contextlib.contextmanager
+    def context() -> Iterator[None]:
+        with vllm_env():
+            if config is None:
+                yield
+                return
+            with vllm_module("vllm.config").set_current_vllm_config(config):
+                yield
+
+    fn: Callable[..., Any] = case.fn.forward if is_vllm_compiled_module(case.fn) else case.fn  # type: ignore[attr-defined]
+    return fn, context
+
+
+def run_findings(case: Case, report: CloneReport, reference: Any) -> list[Any]:
+    """Lost writes against the eager reference, and functions over ``max_recompiles``."""
+    from compile_checks.check.recompiles import recompile_findings
+
+    if isinstance(reference, str):
+        report.errors.append(reference)
+        reference = None
+    if reference is not None:
+        from compile_checks.pools import resolve_pools
+
+        found = list(reference.compare(resolve_pools(case.pools) or {}))
+    else:
+        found = []
+    return found + recompile_findings(report.recompiles, case.max_recompiles)
 
 
 __all__ = ["Case", "CaseResult", "case_result", "check_session", "pipeline_label", "run_case"]

@@ -97,3 +97,28 @@ class ExitCode(IntEnum):
 
 
 __all__ += ["ExitCode", "Mode"]
+
+
+class WriteProblem(StrEnum):
+    """What the write checks found (compile_checks.check.writes): a pool write the compiled run lost or hid."""
+
+    # the compiled run left rows of a named pool different from the eager run's (a dropped or wrong write)
+    LOST_WRITE = "lost_write"
+    # an opaque op wrote a named pool while its schema declares no mutation of it
+    UNDECLARED_WRITE = "undeclared_write"
+    # vLLM's side-effect KV update (recognised): its write, attributed to the forward-context pool; not a failure
+    SIDE_EFFECT_WRITE = "side_effect_write"
+    # vLLM's KV-update op is in the post-grad graph but not in Inductor's generated code
+    DROPPED_WRITE_OP = "dropped_write_op"
+    # vLLM's KV-update op's dummy output feeds nothing Inductor must keep (codegen may drop it)
+    UNANCHORED_WRITE_OP = "unanchored_write_op"
+
+
+class CompileProblem(StrEnum):
+    """What the recompile count found (compile_checks.check.recompiles)."""
+
+    # a compiled function was compiled more times than Case(max_recompiles=N) allows
+    TOO_MANY_RECOMPILES = "too_many_recompiles"
+
+
+__all__ += ["CompileProblem", "WriteProblem"]

@@ -45,6 +45,7 @@ from compile_checks.check.graph.copies import find_copy_sites, misplaced_write_b
 from compile_checks.check.graph.sites import CloneSite
 from compile_checks.check.hooks import session_lock, verify_inductor_hooks
 from compile_checks.check.kernel_metrics import kernel_byte_metrics
+from compile_checks.check.recompiles import current_frame
 from compile_checks.check.runtime_pools import CallRecorder, PoolIndex
 
 PHASES: tuple[str, ...] = ("dynamo", "aot", "post_grad", "codegen")
@@ -84,6 +85,9 @@ class Region:
     compile_seconds: float = 0.0
     # seconds per phase (PHASES); dynamo is measured from the frame's compile start
     phase_seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(PHASES, 0.0))
+    # the code dynamo compiled this region from and its compile id (compile_checks.check.recompiles)
+    code: str = ""
+    compile_id: str = ""
 
 
 class _StopAfterPostGrad(BaseException):
@@ -108,6 +112,8 @@ class Probe:
     pools: PoolIndex = field(default_factory=lambda: PoolIndex(None))
     # named pools some compiled graph received on some call
     received_pools: set[str] = field(default_factory=set)
+    # compile_checks.check.writes.RegionWriteWatch: watches each compiled graph's runs for undeclared writes
+    write_watch: Any = None
     _current_inner: InnerGraph | None = None
     _current_gm: torch.fx.GraphModule | None = None
     _preexisting: set[torch.fx.Node] = field(default_factory=set)
@@ -176,6 +182,8 @@ class Probe:
             self.pools, inner.clone_sites, inner.functionalized, inner.binders, self.received_pools, inner.inputs
         )
         _record_inputs(out, inner)
+        if self.write_watch is not None:
+            self.write_watch.on_compiled(out, gm, region.index)
         return out
 
     def backend(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *, mode: str | None = None,
@@ -190,6 +198,7 @@ class Probe:
         t0 = time.perf_counter()
         region = Region(index=len(self.regions), compiled_fn_name=get_current_compiled_fn_name())
         self.regions.append(region)
+        region.code, region.compile_id = current_frame()
         if self._frame_start is not None:
             region.phase_seconds["dynamo"] = t0 - max(self._frame_start, self._last_backend_end)
         inductor_metrics.reset()

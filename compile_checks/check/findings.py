@@ -106,6 +106,10 @@ class CloneReport:
     region_phase_seconds: dict[int, dict[str, float]] = field(default_factory=dict)
     # what makes the check fail besides clones (unreceived pools, unresolvable sizes ...)
     errors: list[str] = field(default_factory=list)
+    # write and recompile findings (check.writes.WriteFinding, check.recompiles.RecompileFinding); ``fails`` ones fail
+    run_findings: list[Any] = field(default_factory=list)
+    # code -> {"graphs": n, "reasons": [guard failures], ...} (check.recompiles.recompile_table)
+    recompiles: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def clone_bytes(self) -> int:
@@ -119,7 +123,11 @@ class CloneReport:
     @property
     def problems(self) -> list[str]:
         """Everything besides copies that fails the check: errors, and unanalysed regions unless allowed."""
-        return [*self.errors, *([] if self.allow_unanalysed else [f"not analysed: {u}" for u in self.unanalysed])]
+        return [
+            *self.errors,
+            *([] if self.allow_unanalysed else [f"not analysed: {u}" for u in self.unanalysed]),
+            *[f"{f.kind}: {f.message}" for f in self.run_findings if f.fails],
+        ]
 
     @property
     def check_passed(self) -> bool:
@@ -145,4 +153,6 @@ class CloneReport:
             "unreceived_pools": list(self.unreceived_pools),
             "region_phase_seconds": {str(k): dict(v) for k, v in self.region_phase_seconds.items()},
             "errors": list(self.errors),
+            "run_findings": [f.to_dict() for f in self.run_findings],
+            "recompiles": {k: dict(v) for k, v in self.recompiles.items()},
         }

@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from compile_checks.check.recompiles import graphs_cell
 from compile_checks.gate.runner import PHASES, Outcome
 from compile_checks.verdict import render_copy
 
@@ -50,6 +51,9 @@ def _console() -> Any:
 def _verdict(o: Outcome) -> str:
     if o.error is not None:
         return "[red]ERROR[/red]"
+    failing = sorted({f["kind"] for f in o.report.get("run_findings", []) if f.get("fails")})
+    if failing:  # lost_write, undeclared_write, too_many_recompiles ... (compile_checks.check.writes/recompiles)
+        return f"[red]{_esc(', '.join(failing))}[/red]"
     if o.check_errors:
         return "[red]undecided[/red]"
     if o.clean:
@@ -66,7 +70,7 @@ def _eager(o: Outcome) -> str:
 
 def verdict_table(outcomes: Sequence[Outcome], title: str) -> Any:
     t = Table(title=title)
-    for col in ("case", "pipeline", "mode", "verdict", "expected", "eager==compiled", "result", "wall s"):
+    for col in ("case", "pipeline", "mode", "verdict", "expected", "eager==compiled", "graphs", "result", "wall s"):
         t.add_column(col)
     for o in outcomes:
         t.add_row(
@@ -76,6 +80,7 @@ def verdict_table(outcomes: Sequence[Outcome], title: str) -> Any:
             _verdict(o),
             "clean" if o.expect_clean else "clones",
             _eager(o),
+            graphs_cell(o.report.get("recompiles", {})),  # compile_checks.check.recompiles
             "[green]pass[/green]" if o.passed else "[red]FAIL[/red]",
             f"{o.wall_seconds:.1f}",
         )

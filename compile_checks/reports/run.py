@@ -48,7 +48,9 @@ def run_for_report(case: Case, mode: Mode, dump_dir: str | None = None) -> Repor
         return counters[-1](*case.args, **dict(case.kwargs))
 
     with record_final_graphs() as graphs:
-        result = run_case(case.replace(driver=counting_driver), analysis_only=mode.analysis_only, dump_dir=dump_dir)
+        # the counting driver must see only the compiled run: no eager reference run (lost-write check)
+        counted = case.replace(driver=counting_driver, check_writes=False)
+        result = run_case(counted, analysis_only=mode.analysis_only, dump_dir=dump_dir)
     result.case = case  # the user's case, not the counting copy
     calls = sum(c.calls for c in counters)
     derived = ideal_bytes_per_run(graphs, result.report.region_calls, result.report.num_regions)
