@@ -167,9 +167,7 @@ def register_chunk_window_spec() -> None:
     ``uniform_type_base_spec=None``: its own KV-cache group.
     """
     KVCacheSpecRegistry._ensure_registered()
-    KVCacheSpecRegistry.register(
-        ChunkWindowSpec, manager_class=ChunkWindowManager, uniform_type_base_spec=None
-    )
+    KVCacheSpecRegistry.register(ChunkWindowSpec, manager_class=ChunkWindowManager, uniform_type_base_spec=None)
 
 
 register_chunk_window_spec()

@@ -186,10 +186,7 @@ def _main(argv: list[str]) -> None:
     bs, cs, w, s, reset, n = (int(a) for a in argv) if argv else (4, 8, 2, 1, 0, 7)
     df = eviction_table(bs, cs, w, s, bool(reset), n)
     strategy = "reset_at_boundary" if reset else "sliding"
-    print(
-        f"block_size={bs} chunk_size={cs} window_chunks={w} sink_chunks={s} "
-        f"strategy={strategy} num_chunks={n}\n"
-    )
+    print(f"block_size={bs} chunk_size={cs} window_chunks={w} sink_chunks={s} strategy={strategy} num_chunks={n}\n")
     print(df.to_markdown(index=False))
 
 

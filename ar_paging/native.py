@@ -80,8 +80,18 @@ def _compile_command(cxx: str, source: Path, output: Path) -> list[str]:
     includes = [f"-I{p}" for p in cpp_extension.include_paths()]
     lib_dirs = cpp_extension.library_paths()
     links = [f"-L{p}" for p in lib_dirs] + [f"-Wl,-rpath,{p}" for p in lib_dirs]
-    return [cxx, *CXX_FLAGS, f"-D_GLIBCXX_USE_CXX11_ABI={abi}", *includes, str(source), "-o", str(output), *links,
-            "-lc10", "-ltorch_cpu"]
+    return [
+        cxx,
+        *CXX_FLAGS,
+        f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
+        *includes,
+        str(source),
+        "-o",
+        str(output),
+        *links,
+        "-lc10",
+        "-ltorch_cpu",
+    ]
 
 
 def library_path() -> Path:
@@ -104,9 +114,7 @@ def _find_compiler() -> str:
     cxx = cpp_extension.get_cxx_compiler()
     found = shutil.which(cxx)
     if found is None:
-        raise NativeBuildError(
-            f"no C++ compiler: {cxx!r} is not on PATH (install g++, or set CXX to a C++20 compiler)"
-        )
+        raise NativeBuildError(f"no C++ compiler: {cxx!r} is not on PATH (install g++, or set CXX to a C++20 compiler)")
     return found
 
 

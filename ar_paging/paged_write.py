@@ -40,9 +40,7 @@ from ar_paging import native as _native
 from ar_paging.debug_checks import add_debug_checks_listener, debug_checks_enabled
 from ar_paging.overlap import byte_span, spans_overlap, tensors_overlap
 
-SCHEMA = (
-    "paged_write(Tensor(a0!) k_pool, Tensor(a1!) v_pool, Tensor new_k, Tensor new_v, Tensor slot_mapping) -> ()"
-)
+SCHEMA = "paged_write(Tensor(a0!) k_pool, Tensor(a1!) v_pool, Tensor new_k, Tensor new_v, Tensor slot_mapping) -> ()"
 
 
 def _check_shapes(
@@ -58,9 +56,7 @@ def _check_shapes(
     """
     k_shape = k_pool.shape
     if len(k_shape) != 3:
-        raise ValueError(
-            f"k_pool must be a flat pool (num_slots, num_kv_heads, head_dim), got shape {tuple(k_shape)}"
-        )
+        raise ValueError(f"k_pool must be a flat pool (num_slots, num_kv_heads, head_dim), got shape {tuple(k_shape)}")
     if v_pool.shape != k_shape:
         raise ValueError(f"v_pool shape {tuple(v_pool.shape)} != k_pool shape {tuple(k_shape)}")
     dtype, device = k_pool.dtype, k_pool.device

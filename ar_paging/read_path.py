@@ -82,9 +82,7 @@ def resident_window(
     return ResidentWindow(slots=slots, positions=positions)
 
 
-def gather_window(
-    k_pool: torch.Tensor, v_pool: torch.Tensor, slots: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
+def gather_window(k_pool: torch.Tensor, v_pool: torch.Tensor, slots: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """K/V of ``slots`` from flat pools: ``(num_tokens, num_kv_heads, head_dim)`` each.
 
     ``slots`` must already be on the pools' device (no implicit copy). Slot values

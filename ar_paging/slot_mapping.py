@@ -149,7 +149,7 @@ def resident_block_ids(block_ids: Sequence[int] | torch.Tensor, null_block_id: i
     table = as_block_table(block_ids, "block_ids").cpu()
     resident = table[table != null_block_id]
     if resident.numel():
-        lo, hi = torch.aminmax(resident)
+        lo, _hi = torch.aminmax(resident)
         if int(lo) < 0:
             raise ValueError(f"block_ids must be non-negative, got block id {int(lo)}")
     _check_distinct(resident, "block_ids")

@@ -41,9 +41,9 @@ if TYPE_CHECKING:  # pragma: no cover
         format_report,
     )
     from compile_checks.case import Case, CaseResult, run_case
+    from compile_checks.check.findings import CloneReport, MutatedArgRecord, SurvivingClone
     from compile_checks.check.hooks import CheckSessionError, IncompatibleTorchError
     from compile_checks.gate.targets import TargetError
-    from compile_checks.check.findings import CloneReport, MutatedArgRecord, SurvivingClone
 
 
 def __getattr__(name: str) -> Any:

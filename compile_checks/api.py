@@ -21,7 +21,6 @@ import torch
 
 from compile_checks.check.attribution import build_report
 from compile_checks.check.backend import Probe, instrumented_inductor
-from compile_checks.pools import PoolsArg, resolve_pools
 from compile_checks.check.findings import CloneReport, SurvivingClone
 from compile_checks.check.recompiles import RecompileLog, recompile_table, recording_reasons
 from compile_checks.check.writes import RegionWriteWatch
@@ -29,6 +28,7 @@ from compile_checks.errors import CompileChecksError
 from compile_checks.explain.culprit_pass import PostGradRecorder
 from compile_checks.explain.dumps import annotate_report, write_index
 from compile_checks.explain.explanations import explain_report
+from compile_checks.pools import PoolsArg, resolve_pools
 from compile_checks.verdict import copy_fields, render_copy
 
 
@@ -82,7 +82,9 @@ class CloneCheck:
         self.recompile_log = RecompileLog()
         # explain: record why each clone survived (compile_checks.explain.explanations); re-runs passes only for clones
         self.explain_recorder = (
-            PostGradRecorder(lambda: len(self.probe.regions) - 1, keep_code=self.dump_dir is not None) if explain else None
+            PostGradRecorder(lambda: len(self.probe.regions) - 1, keep_code=self.dump_dir is not None)
+            if explain
+            else None
         )
         self.report: CloneReport | None = None
         self._stack: contextlib.ExitStack | None = None
@@ -94,8 +96,9 @@ class CloneCheck:
         ``regionally_compile(model, backend=check.backend)``); every region it compiles is analysed."""
         return self.probe.backend
 
-    def compile(self, fn: Callable[..., Any], dynamic: bool = False, *, fullgraph: bool = False,
-                mode: str | None = None) -> Callable[..., Any]:
+    def compile(
+        self, fn: Callable[..., Any], dynamic: bool = False, *, fullgraph: bool = False, mode: str | None = None
+    ) -> Callable[..., Any]:
         """``torch.compile(fn)`` through the instrumented backend; errors become CompileCheckError."""
         compiled = torch.compile(fn, backend=self.probe.backend, dynamic=dynamic, fullgraph=fullgraph, mode=mode)
 
@@ -104,10 +107,12 @@ class CloneCheck:
                 return compiled(*args, **kwargs)
             except CompileCheckError:
                 raise
-            except Exception as e:  # noqa: BLE001 - the cause is kept and named
+            except Exception as e:
                 if isinstance(e, torch._dynamo.exc.TorchDynamoException):
                     raise CompileCheckError(f"torch.compile of {callable_name(fn)} failed: {first_line(e)}") from e
-                raise CompileCheckError(f"{callable_name(fn)} raised under the check: {first_line(e)}", phase="run") from e
+                raise CompileCheckError(
+                    f"{callable_name(fn)} raised under the check: {first_line(e)}", phase="run"
+                ) from e
 
         return run
 

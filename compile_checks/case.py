@@ -36,6 +36,7 @@ if TYPE_CHECKING:  # torch is imported lazily: loading a case file must stay che
     from compile_checks.api import CloneCheck
     from compile_checks.check.findings import CloneReport
 
+
 @dataclass(frozen=True)
 class Case:
     """One compiled step (or host loop) with its pools and the verdict it must get.
@@ -252,7 +253,12 @@ def run_case(
     reference = write_reference(case)
     with check:
         compiled = compile_for_pipeline(
-            check, case.fn, case.pipeline, dynamic=case.dynamic, fullgraph=case.fullgraph, mode=case.mode,
+            check,
+            case.fn,
+            case.pipeline,
+            dynamic=case.dynamic,
+            fullgraph=case.fullgraph,
+            mode=case.mode,
             engine_compile=case.compile,
         )
         output = case.driver(compiled) if case.driver is not None else compiled(*case.args, **dict(case.kwargs))

@@ -51,18 +51,20 @@ _FLAG: dict[str, Any] = {"action": "store_const", "const": True}  # the gate's f
 _RUN_OPTIONS: list[Option] = [
     _o("--json", **_FLAG, help="machine-readable output on stdout (schema_version 1)"),
     _o("--no-progress", **_FLAG, help="no progress bar on stderr"),
-    _o("--config", metavar="PYPROJECT",
-       help="read [tool.compile_checks] from this file (default ./pyproject.toml)"),
+    _o("--config", metavar="PYPROJECT", help="read [tool.compile_checks] from this file (default ./pyproject.toml)"),
     _o("--scenario", action="append", metavar="NAME", help="built-in scenario(s) instead of the built-in gate"),
-    _o("--pipeline", action="append", choices=PIPELINES,
-       help="run every case under this pipeline (repeatable)"),
+    _o("--pipeline", action="append", choices=PIPELINES, help="run every case under this pipeline (repeatable)"),
     _o("--full", **_FLAG, help="compile every case fully (default: analysis-only verdicts)"),
     _o("--analysis-only", **_FLAG, help="no full compile at all (drops the codegen smoke)"),
     _o("--junitxml", metavar="PATH", help="write a JUnit XML report (one testcase per case)"),
-    _o("--dump-dir", "--dump", dest="dump_dir", metavar="DIR",
-       help="depyf dumps + index.md per case under DIR"),
-    _o("--jobs", "-j", type=int, metavar="N",
-       help="run cases in N spawned processes (default: 2 on 2+ cores for 8+ cases, else 1)"),
+    _o("--dump-dir", "--dump", dest="dump_dir", metavar="DIR", help="depyf dumps + index.md per case under DIR"),
+    _o(
+        "--jobs",
+        "-j",
+        type=int,
+        metavar="N",
+        help="run cases in N spawned processes (default: 2 on 2+ cores for 8+ cases, else 1)",
+    ),
     _o("--timings", **_FLAG, help="per-phase compile times per case"),
 ]
 _APPENDS = {"scenario", "pipeline"}
@@ -71,25 +73,44 @@ _NOT_FOR_LIST = {"pipeline", "full", "analysis_only", "junitxml", "dump_dir", "j
 # the report's options (after ``report`` only); dest = "report_" + the ReportRequest field
 _REPORT_OPTIONS: list[Option] = [
     _o("--out", type=Path, metavar="DIR", help="output directory (created if missing); required unless --list"),
-    _o("--target", dest="targets", action="append", metavar="TARGET",
-       help="your cases: path/to/file.py:NAME or package.module:NAME (repeatable)"),
-    _o("--scenario", dest="scenarios", action="append", metavar="NAME",
-       help="built-in scenario (repeatable); default without targets: the traffic set"),
+    _o(
+        "--target",
+        dest="targets",
+        action="append",
+        metavar="TARGET",
+        help="your cases: path/to/file.py:NAME or package.module:NAME (repeatable)",
+    ),
+    _o(
+        "--scenario",
+        dest="scenarios",
+        action="append",
+        metavar="NAME",
+        help="built-in scenario (repeatable); default without targets: the traffic set",
+    ),
     _o("--baseline", type=Path, metavar="JSON", help="baseline JSON to compare against; exit 1 on growth"),
     _o("--write-baseline", type=Path, metavar="FILE", help="write this run as a baseline JSON"),
     _o("--video-chunks", type=int, metavar="N", help="video length in chunks (default 60)"),
     _o("--bench", type=Path, metavar="CSV", help="reports/bench.py CSV: adds its timing panel"),
-    _o("--measure", action="store_true",
-       help="also compile fully and time each case (ms_per_step, interleaved medians)"),
+    _o(
+        "--measure",
+        action="store_true",
+        help="also compile fully and time each case (ms_per_step, interleaved medians)",
+    ),
     _o("--rounds", type=int, metavar="N", help="--measure: interleaved rounds (default 7)"),
-    _o("--full", action="store_true",
-       help="compile fully (C++ codegen) for the verdicts; adds Inductor's kernel-byte estimate"),
-    _o("--analysis-only", action="store_true",
-       help="verdicts from the post-grad graph, no codegen (the default)"),
+    _o(
+        "--full",
+        action="store_true",
+        help="compile fully (C++ codegen) for the verdicts; adds Inductor's kernel-byte estimate",
+    ),
+    _o("--analysis-only", action="store_true", help="verdicts from the post-grad graph, no codegen (the default)"),
     _o("--dumps", action="store_true", help="keep the graph dumps under OUT/dumps/NAME"),
     _o("--no-progress", action="store_true", help="no progress bar"),
-    _o("--list", dest="list_scenarios", action="store_true",
-       help="list the built-in scenario names (default set marked)"),
+    _o(
+        "--list",
+        dest="list_scenarios",
+        action="store_true",
+        help="list the built-in scenario names (default set marked)",
+    ),
 ]
 
 
@@ -127,7 +148,8 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--out", required=True, metavar="DIR")
     _add_run_options(d, "sub_")
     r = sub.add_parser(
-        "report", help="traffic report: extra bytes of surviving copies against the ideal, per case",
+        "report",
+        help="traffic report: extra bytes of surviving copies against the ideal, per case",
         description="Writes traffic.csv / traffic_nodes.csv / traffic.md / traffic.html / traffic.png for your "
         "cases (--target, else [tool.compile_checks] targets of ./pyproject.toml) or the built-in scenarios "
         "(--scenario, or when there are no targets). Every case runs through run_case, as in the gate.",
@@ -238,8 +260,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(argv: list[str]) -> int:
     if argv[:1] == ["report"] and not _reports_installed():
-        print("error: compile-checks report needs compile_checks.reports, which this install does not have",
-              file=sys.stderr)
+        print(
+            "error: compile-checks report needs compile_checks.reports, which this install does not have",
+            file=sys.stderr,
+        )
         return ExitCode.USAGE
     try:
         args = _merge(_parser().parse_args(argv))

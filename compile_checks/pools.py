@@ -110,8 +110,9 @@ def _tensor_leaves(obj: Any, prefix: str, depth: int, seen: set[int]) -> Iterabl
         yield from _tensor_leaves(value, f"{prefix}.{key}" if prefix else key, depth - 1, seen)
 
 
-def pools_from_module(root: Any, *patterns: str, names: Mapping[str, str] | None = None,
-                      max_depth: int = 12) -> dict[str, torch.Tensor]:
+def pools_from_module(
+    root: Any, *patterns: str, names: Mapping[str, str] | None = None, max_depth: int = 12
+) -> dict[str, torch.Tensor]:
     """Pools found under ``root`` (a module, cache object, NamedTuple or mapping) by dotted path.
 
     ``patterns`` are ``fnmatch`` globs over the dotted paths of every reachable tensor
@@ -134,8 +135,10 @@ def pools_from_module(root: Any, *patterns: str, names: Mapping[str, str] | None
             hits = [(p, t) for p, t in leaves if fnmatch.fnmatchcase(p, pattern)]
             if not hits:
                 sample = ", ".join(p for p, _ in leaves[:8]) or "none"
-                raise PoolNamingError(f"pattern {pattern!r} matches no tensor under {type(root).__name__} "
-                                      f"(tensors found: {sample}{', ...' if len(leaves) > 8 else ''})")
+                raise PoolNamingError(
+                    f"pattern {pattern!r} matches no tensor under {type(root).__name__} "
+                    f"(tensors found: {sample}{', ...' if len(leaves) > 8 else ''})"
+                )
             for path, t in hits:
                 out.setdefault(names.get(path, path), t)
     return validate_pools(out)
@@ -164,8 +167,9 @@ def split_kv_cache(name: str, kv_cache: Any, kv_dim: int = 0) -> dict[str, torch
     return {name: kv_cache}
 
 
-def pools_from_forward_context(context: Any, *, layers: Iterable[str] | None = None,
-                               kv_dim: int = 0) -> dict[str, torch.Tensor]:
+def pools_from_forward_context(
+    context: Any, *, layers: Iterable[str] | None = None, kv_dim: int = 0
+) -> dict[str, torch.Tensor]:
     """Pools of vLLM's attention layers: ``layer_name.k`` / ``.v`` from each ``attn_layer.kv_cache``.
 
     ``context`` is a ``VllmConfig`` (its ``compilation_config.static_forward_context``), a

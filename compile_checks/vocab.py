@@ -59,7 +59,16 @@ PIPELINES: tuple[str, ...] = tuple(Pipeline)
 FUNCTIONALIZATIONS: tuple[str, ...] = tuple(Functionalization)
 CAUSES: tuple[str, ...] = tuple(Cause)
 
-__all__ = ["CAUSES", "FUNCTIONALIZATIONS", "PIPELINES", "Cause", "CopyKind", "ErrorKind", "Functionalization", "Pipeline"]
+__all__ = [
+    "CAUSES",
+    "FUNCTIONALIZATIONS",
+    "PIPELINES",
+    "Cause",
+    "CopyKind",
+    "ErrorKind",
+    "Functionalization",
+    "Pipeline",
+]
 
 
 class Mode(StrEnum):

@@ -84,8 +84,13 @@ class BenchGeometry:
         return 2 * self.num_layers * (self.resident_tokens + self.chunk_size) * self.token_bytes
 
 
-def _commit_step(k_pools: list[torch.Tensor], v_pools: list[torch.Tensor], x: torch.Tensor,
-                 window_slots: torch.Tensor, slot_mapping: torch.Tensor) -> torch.Tensor:
+def _commit_step(
+    k_pools: list[torch.Tensor],
+    v_pools: list[torch.Tensor],
+    x: torch.Tensor,
+    window_slots: torch.Tensor,
+    slot_mapping: torch.Tensor,
+) -> torch.Tensor:
     """One commit step: per layer, attend over the resident window, then commit the chunk's K/V."""
     scale = x.shape[-1] ** -0.5
     for k_pool, v_pool in zip(k_pools, v_pools):
@@ -107,8 +112,9 @@ def _fused_step(k_pools, v_pools, x, window_slots, slot_mapping):  # type: ignor
     return _commit_step(k_pools, v_pools, x, window_slots, slot_mapping)
 
 
-def make_pools(layout: str, g: BenchGeometry, num_blocks: int,
-               device: torch.device) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+def make_pools(
+    layout: str, g: BenchGeometry, num_blocks: int, device: torch.device
+) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
     """Flat K/V views per layer: two allocations (split) or two halves of one ``(2, ...)`` tensor (fused)."""
     flat = (num_blocks * g.block_size, g.num_kv_heads, g.head_dim)
     ks: list[torch.Tensor] = []
@@ -171,8 +177,9 @@ def _compile(step: Callable[..., torch.Tensor], args: tuple) -> tuple[Callable[[
     return (lambda: compiled(*args)), int(metrics.num_bytes_accessed), seconds
 
 
-def bench_size(g: BenchGeometry, total_bytes: int, device: torch.device, rounds: int,
-               warmup: int, target_sample_s: float) -> BenchRow:
+def bench_size(
+    g: BenchGeometry, total_bytes: int, device: torch.device, rounds: int, warmup: int, target_sample_s: float
+) -> BenchRow:
     """Time split and fused commit steps at one pool size, interleaved."""
     num_blocks = g.blocks_for(total_bytes)
     resident_blocks = g.resident_tokens // g.block_size
@@ -182,8 +189,9 @@ def bench_size(g: BenchGeometry, total_bytes: int, device: torch.device, rounds:
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(g.chunk_size, g.num_kv_heads, g.head_dim, generator=gen, dtype=g.dtype).to(device)
     window_slots = torch.arange(g.resident_tokens, dtype=torch.long, device=device)
-    slot_mapping = torch.arange(g.resident_tokens, g.resident_tokens + g.chunk_size,
-                                dtype=torch.long, device=device).unsqueeze(0)
+    slot_mapping = torch.arange(
+        g.resident_tokens, g.resident_tokens + g.chunk_size, dtype=torch.long, device=device
+    ).unsqueeze(0)
     calls: dict[str, Callable[[], object]] = {}
     kernel_bytes: dict[str, int] = {}
     compile_s = 0.0
@@ -241,13 +249,38 @@ def bench_markdown(df, g: BenchGeometry, command: str) -> str:  # type: ignore[n
     for col in ("split_median_ms", "fused_median_ms", "gap_ms"):
         show[col] = show[col].map(lambda v: f"{v:.3f}")
     show["fused_over_split"] = show["fused_over_split"].map(lambda v: f"{v:.2f}x")
-    show = show[["device", "pool_bytes", "split_median_ms", "fused_median_ms", "fused_over_split", "gap_ms",
-                 "ideal_bytes_per_step", "split_kernel_bytes", "fused_kernel_bytes", "rounds",
-                 "split_steps_per_sample", "fused_steps_per_sample", "threads"]]
-    show.columns = ["device", "pool (K+V, all layers)", "split ms/step", "fused ms/step", "fused/split",
-                    "gap ms", "ideal B/step", "split kernel B/step (Inductor estimate)",
-                    "fused kernel B/step (Inductor estimate)", "rounds",
-                    "split steps/sample", "fused steps/sample", "threads"]
+    show = show[
+        [
+            "device",
+            "pool_bytes",
+            "split_median_ms",
+            "fused_median_ms",
+            "fused_over_split",
+            "gap_ms",
+            "ideal_bytes_per_step",
+            "split_kernel_bytes",
+            "fused_kernel_bytes",
+            "rounds",
+            "split_steps_per_sample",
+            "fused_steps_per_sample",
+            "threads",
+        ]
+    ]
+    show.columns = [
+        "device",
+        "pool (K+V, all layers)",
+        "split ms/step",
+        "fused ms/step",
+        "fused/split",
+        "gap ms",
+        "ideal B/step",
+        "split kernel B/step (Inductor estimate)",
+        "fused kernel B/step (Inductor estimate)",
+        "rounds",
+        "split steps/sample",
+        "fused steps/sample",
+        "threads",
+    ]
     head = (
         f"# Compiled commit step: split vs fused KV pools\n\n`{command}`\n\n"
         f"Geometry: {g.num_layers} layers, block {g.block_size}, {g.num_kv_heads} KV heads x {g.head_dim}, "
@@ -290,18 +323,31 @@ def plot_bench(df, path: Path) -> None:  # type: ignore[no-untyped-def]
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m reports.bench", description=__doc__.splitlines()[0])
     p.add_argument("--out", required=True, type=Path, help="output directory (created if missing)")
-    p.add_argument("--sizes-mib", type=int, nargs="+", default=list(DEFAULT_SIZES_MIB),
-                   help="total pool sizes (all layers, K+V) in MiB")
+    p.add_argument(
+        "--sizes-mib",
+        type=int,
+        nargs="+",
+        default=list(DEFAULT_SIZES_MIB),
+        help="total pool sizes (all layers, K+V) in MiB",
+    )
     p.add_argument("--rounds", type=int, default=11, help="interleaved timing rounds per size")
     p.add_argument("--warmup", type=int, default=3, help="untimed calls per layout after compiling")
     p.add_argument("--sample-ms", type=float, default=20.0, help="target length of one timing sample")
-    p.add_argument("--threads", type=int, default=1,
-                   help="CPU threads (default 1: steadier on a shared machine; the clone is a memory copy)")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="CPU threads (default 1: steadier on a shared machine; the clone is a memory copy)",
+    )
     p.add_argument("--cpu-only", action="store_true", help="skip CUDA even when available")
-    p.add_argument("--hotpath", choices=("on", "off", "only"), default="on",
-                   help="also run the ar_paging hot-path tables (reports.bench_hotpath): eager op vs bare "
-                        "index_copy_, op registration cost, compiled step vs native index_copy_, resident_window; "
-                        "'only' skips the clone-size sweep")
+    p.add_argument(
+        "--hotpath",
+        choices=("on", "off", "only"),
+        default="on",
+        help="also run the ar_paging hot-path tables (reports.bench_hotpath): eager op vs bare "
+        "index_copy_, op registration cost, compiled step vs native index_copy_, resident_window; "
+        "'only' skips the clone-size sweep",
+    )
     return p
 
 
@@ -355,16 +401,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"reports.bench: error at {size} MiB on {device.type}: {type(e).__name__}: {e}", file=sys.stderr)
             return 4
         rows.append(row)
-        tqdm.write(f"{device.type} {size:>5} MiB: split {row.split_median_ms:8.3f} ms  fused "
-                   f"{row.fused_median_ms:8.3f} ms  fused/split {row.fused_over_split:6.2f}x", file=sys.stderr)
+        tqdm.write(
+            f"{device.type} {size:>5} MiB: split {row.split_median_ms:8.3f} ms  fused "
+            f"{row.fused_median_ms:8.3f} ms  fused/split {row.fused_over_split:6.2f}x",
+            file=sys.stderr,
+        )
     df = pd.DataFrame([asdict(r) for r in rows])
     df.to_csv(args.out / "bench.csv", index=False)
     md = bench_markdown(df, g, command.strip())
     (args.out / "bench.md").write_text(md)
     plot_bench(df, args.out / "bench.png")
     print(md)
-    print(f"reports.bench: {len(rows)} sizes in {time.perf_counter() - started:.0f} s; "
-          f"wrote {args.out}/bench.{{csv,md,png}}")
+    print(
+        f"reports.bench: {len(rows)} sizes in {time.perf_counter() - started:.0f} s; "
+        f"wrote {args.out}/bench.{{csv,md,png}}"
+    )
     return 0
 
 

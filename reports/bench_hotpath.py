@@ -113,9 +113,7 @@ def _bench_ops() -> torch._ops._OpNamespace:
         lib.impl(name, body, "CompositeExplicitAutograd")
         torch.library.register_fake(f"ar_paging_bench::{name}", empty, lib=lib)
     for name, body in (("noop_custom_op", empty), ("write_custom_op", _impl._paged_write_impl), ("previous", previous)):
-        op = torch.library.custom_op(
-            f"ar_paging_bench::{name}", body, mutates_args=("k_pool", "v_pool"), schema=schema
-        )
+        op = torch.library.custom_op(f"ar_paging_bench::{name}", body, mutates_args=("k_pool", "v_pool"), schema=schema)
         op.register_fake(empty)
     return torch.ops.ar_paging_bench
 
@@ -334,8 +332,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"unknown table(s) {unknown}; choose from {list(TABLES)}")
     torch.set_num_threads(1)
     debug = "on" if ar_paging.debug_checks_enabled() else "off"
-    print(f"torch {torch.__version__}, 1 thread, debug checks {debug}, paged_write CPU kernel: "
-          f"{ar_paging.paged_write_kernel()}")
+    print(
+        f"torch {torch.__version__}, 1 thread, debug checks {debug}, paged_write CPU kernel: "
+        f"{ar_paging.paged_write_kernel()}"
+    )
     for name in args.tables or TABLES:
         kwargs = {} if args.rounds is None else {"rounds": args.rounds}
         df = TABLES[name](**kwargs)

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The README's test command: set up .venv from nothing (torch 2.14.0, what vLLM 0.33 pins, from
 # requirements/lock.txt), then
+#   0. the linters: ruff (lint + format check), mypy on compile_checks + ar_paging, import-linter's
+#      layering and no-cycle contracts (all configured in pyproject.toml),
 #   1. the pytest suite (2 workers: pytest-xdist),
 #   2. the built-in compile gate through the installed console script (stock + vLLM pipelines,
 #      analysis-only verdicts + a codegen smoke; exit 1 if any case misses its expectation),
@@ -14,6 +16,11 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 bash scripts/setup_env.sh
 export PYTHONHASHSEED=0 OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
+echo "[test] lint: ruff check, ruff format --check, mypy, lint-imports"
+.venv/bin/ruff check .
+.venv/bin/ruff format --check .
+.venv/bin/mypy
+.venv/bin/lint-imports
 echo "[test] pytest"
 .venv/bin/python -m pytest -q -n "${PYTEST_WORKERS:-2}" "$@"
 echo "[test] compile gate (built-in cases, stock + vllm pipelines)"

@@ -109,7 +109,10 @@ def pool_sized_allocations(code: str, pool_bytes: int) -> list[int]:
 
 
 def generated_copies(
-    fn: Callable[..., Any], run: Callable[[Callable[..., Any]], Any], functionalization: str, pool_bytes: int = POOL_BYTES
+    fn: Callable[..., Any],
+    run: Callable[[Callable[..., Any]], Any],
+    functionalization: str,
+    pool_bytes: int = POOL_BYTES,
 ) -> list[int]:
     """Pool-sized buffers in the code plain ``torch.compile`` generates for ``fn`` (sorted bytes)."""
     import torch._inductor.config as inductor_config

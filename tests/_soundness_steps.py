@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-import ar_paging  # noqa: F401  (registers torch.ops.ar_paging.paged_write)
+import ar_paging
 
 H, D = 2, 8
 

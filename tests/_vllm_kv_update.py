@@ -21,13 +21,23 @@ LAYER = "model.layers.0.self_attn.attn"
 
 
 class _Impl:
-    def do_kv_cache_update(self, layer: Any, key: torch.Tensor, value: torch.Tensor, kv_cache: torch.Tensor,
-                           slot_mapping: torch.Tensor) -> None:
+    def do_kv_cache_update(
+        self, layer: Any, key: torch.Tensor, value: torch.Tensor, kv_cache: torch.Tensor, slot_mapping: torch.Tensor
+    ) -> None:
         kv_cache[0].index_copy_(0, slot_mapping, key)
         kv_cache[1].index_copy_(0, slot_mapping, value)
 
-    def forward(self, layer: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, kv_cache: torch.Tensor,
-                attn_metadata: Any, output: torch.Tensor, **_: Any) -> torch.Tensor:
+    def forward(
+        self,
+        layer: Any,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        kv_cache: torch.Tensor,
+        attn_metadata: Any,
+        output: torch.Tensor,
+        **_: Any,
+    ) -> torch.Tensor:
         if layer.update_in_forward:  # a backend with forward_includes_kv_cache_update
             from vllm.forward_context import get_forward_context
 

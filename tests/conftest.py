@@ -8,9 +8,9 @@ import os
 # VLLM_TARGET_DEVICE=cpu before anything (ar_paging, the vllm pipelines) imports vLLM
 os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 
-import pytest  # noqa: E402
-import torch  # noqa: E402
-from hypothesis import settings  # noqa: E402
+import pytest
+import torch
+from hypothesis import settings
 
 settings.register_profile("ci", deadline=None, max_examples=60, derandomize=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))

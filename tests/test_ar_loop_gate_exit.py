@@ -19,7 +19,9 @@ from tests._cli_cases import ENGINE
 
 pytestmark = pytest.mark.compile
 
-CASE_EXITS = ENGINE + '''
+CASE_EXITS = (
+    ENGINE
+    + '''
 
 def exiting_step(k, v, x, slots, window):
     import sys
@@ -52,6 +54,7 @@ def exiting_factory():
     import sys
     sys.exit(0)
 '''
+)
 
 
 @pytest.fixture

@@ -42,7 +42,12 @@ def test_a_stale_non_empty_pool_still_fails() -> None:
     """Twin: a real pool the function never received is still an error."""
     k, v = torch.randn(N, H, D), torch.randn(N, H, D)
     report = analyze_pool_clones(
-        _with_extra, k, v, *step_args(), torch.empty(0, H, D), pools={"k": k, "v": v, "old": k.clone()},
+        _with_extra,
+        k,
+        v,
+        *step_args(),
+        torch.empty(0, H, D),
+        pools={"k": k, "v": v, "old": k.clone()},
         analysis_only=True,
     )
     assert not report.check_passed and report.unreceived_pools == ["old"]

@@ -19,6 +19,7 @@ import textwrap
 
 import pytest
 import torch
+from _checks import check_rejects
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from vllm.v1.core.block_pool import BlockPool
@@ -33,7 +34,6 @@ from vllm.v1.kv_cache_spec_registry import KVCacheSpecRegistry, register_kv_cach
 import ar_paging.eviction_table as et
 from ar_paging import ChunkWindowManager, ChunkWindowSpec, chunk_window_skipped_tokens
 from ar_paging.chunk_window import register_chunk_window_spec
-from _checks import check_rejects
 
 RID = et.REQUEST_ID
 NUM_CHUNKS = 10
@@ -337,7 +337,7 @@ def test_inherited_retention_lets_the_worker_null_resident_blocks(
 def test_retention_masks_exactly_the_gap_without_a_sink():
     """Sliding, no sink: the worker mask covers every evicted block, not just some."""
     spec = et.make_spec(4, 8, 2, 0, False)
-    manager, pool = et.make_manager(spec, NUM_CHUNKS)
+    manager, _pool = et.make_manager(spec, NUM_CHUNKS)
     for step in et.step_chunks(manager, NUM_CHUNKS):
         num_null_entries = sum(step.is_null)
         assert worker_num_null(spec, step.num_computed_tokens) == num_null_entries
@@ -366,8 +366,6 @@ BAD_SPECS = {
     "chunk_zero": (dict(chunk_size=0), "chunk_size"),
     "chunk_negative": (dict(chunk_size=-4), "chunk_size"),
 }
-
-
 
 
 @pytest.mark.parametrize("case", list(BAD_SPECS))

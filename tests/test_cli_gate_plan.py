@@ -33,7 +33,10 @@ def test_pipelines_retarget_every_user_case(tmp_path: Path) -> None:
     engine = write_engine(tmp_path)
     plan = plan_targets([f"{engine}:gate"], tmp_path, ["stock", "vllm"], mode=Mode.ANALYSIS)
     assert [(p.label, p.pipeline) for p in plan.cases] == [
-        ("split_step", "stock"), ("fused_control", "stock"), ("split_step[vllm]", "vllm"), ("fused_control[vllm]", "vllm"),
+        ("split_step", "stock"),
+        ("fused_control", "stock"),
+        ("split_step[vllm]", "vllm"),
+        ("fused_control[vllm]", "vllm"),
     ]
     # a factory target is called once per pipeline: each pipeline's cases own their tensors
     stock, vllm = (plan.preloaded[p.source][0] for p in (plan.cases[0], plan.cases[2]))

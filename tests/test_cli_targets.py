@@ -28,7 +28,9 @@ def _junit_cases(path: Path) -> dict[str, ET.Element]:
     return {tc.get("name"): tc for tc in root.iter("testcase")}
 
 
-def test_clean_case_and_cloning_negative_control_exit_0(engine: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_clean_case_and_cloning_negative_control_exit_0(
+    engine: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     junit = tmp_path / "out" / "junit.xml"
     code = main(["gate", f"{engine}:gate", "--junitxml", str(junit), "--json"])
     doc = json.loads(capsys.readouterr().out)
@@ -104,7 +106,9 @@ def test_eager_mismatch_exits_5(engine: Path, capsys: pytest.CaptureFixture[str]
     assert "NO (5.00e-01)" in capsys.readouterr().out
 
 
-def test_dump_compiles_fully_and_writes_an_index_per_case(engine: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_dump_compiles_fully_and_writes_an_index_per_case(
+    engine: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "dumps"
     assert main(["dump", f"{engine}:regressed", "--out", str(out), "--json"]) == 1
     case = json.loads(capsys.readouterr().out)["cases"][0]

@@ -33,7 +33,9 @@ def test_help_and_usage_errors_do_not_import_torch() -> None:
 
 
 @pytest.mark.parametrize("argv", [["--scenario", "no_such", "gate"], ["gate", "--scenario", "no_such"]])
-def test_unknown_scenario_exits_2_before_or_after_the_subcommand(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+def test_unknown_scenario_exits_2_before_or_after_the_subcommand(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
     # before the fix, options before the subcommand were dropped: this ran the default gate, exit 0
     assert main(argv) == 2
     err = capsys.readouterr().err
@@ -79,11 +81,15 @@ def test_dump_refuses_analysis_only_before_anything_runs(tmp_path: Path, capsys:
 def test_options_merge_across_levels() -> None:
     from compile_checks.cli import _merge, _parser
 
-    args = _merge(_parser().parse_args(["--pipeline", "stock", "--json", "gate", "--pipeline", "vllm", "--jobs", "2", "t.py:X"]))
+    args = _merge(
+        _parser().parse_args(["--pipeline", "stock", "--json", "gate", "--pipeline", "vllm", "--jobs", "2", "t.py:X"])
+    )
     assert args.pipeline == ["stock", "vllm"] and args.json is True and args.jobs == 2 and args.targets == ["t.py:X"]
 
 
-def test_bad_target_and_bad_config_exit_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_target_and_bad_config_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     engine = write_engine(tmp_path)
     assert main(["gate", f"{engine}:no_such_name"]) == 2
     assert "has no attribute 'no_such_name'" in capsys.readouterr().err
@@ -105,7 +111,9 @@ def test_unwritable_junit_path_exits_3(tmp_path: Path, capsys: pytest.CaptureFix
     assert "cannot write" in capsys.readouterr().err
 
 
-def test_compile_failure_maps_to_exit_4(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_compile_failure_maps_to_exit_4(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     import compile_checks.gate.runner as runner_mod
     from compile_checks.api import CompileCheckError
 
@@ -146,7 +154,9 @@ def test_list_into_a_closed_pipe_exits_0() -> None:
     assert "BrokenPipe" not in err and "Traceback" not in err
 
 
-def test_report_without_the_reports_package_exits_2(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_report_without_the_reports_package_exits_2(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     # the import fails as if not installed (whether or not an earlier test in this worker imported it)
     for name in ("compile_checks.reports", "compile_checks.reports.command"):
         monkeypatch.setitem(sys.modules, name, None)
@@ -159,5 +169,6 @@ def test_list_shows_the_cases_a_target_names(tmp_path: Path, capsys: pytest.Capt
     assert main(["list", f"{engine}:gate", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert [(r["name"], r["mode"], r["expect_clean"]) for r in rows] == [
-        ("split_step", "analysis", True), ("fused_control", "analysis", False),
+        ("split_step", "analysis", True),
+        ("fused_control", "analysis", False),
     ]

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-import ar_paging  # noqa: F401
+import ar_paging
 from compile_checks import (
     CompileCheckError,
     analyze_pool_clones,
@@ -23,7 +23,14 @@ from compile_checks import (
 )
 from compile_checks.case import CaseResult, run_case
 from compile_checks.reports.accounting import clone_only_bytes_per_run, node_costs
-from compile_checks.scenarios import DEFAULT_GATE, DEFAULT_GATE_CLEAN, DEFAULT_GATE_NEGATIVE, SCENARIOS, Scenario, scenario_case
+from compile_checks.scenarios import (
+    DEFAULT_GATE,
+    DEFAULT_GATE_CLEAN,
+    DEFAULT_GATE_NEGATIVE,
+    SCENARIOS,
+    Scenario,
+    scenario_case,
+)
 
 pytestmark = pytest.mark.compile
 
@@ -40,7 +47,9 @@ def step(k: torch.Tensor, v: torch.Tensor, x: torch.Tensor, slots: torch.Tensor,
     return kw.sum() + vw.sum()
 
 
-def step_late_read(k: torch.Tensor, v: torch.Tensor, x: torch.Tensor, slots: torch.Tensor, window: torch.Tensor) -> torch.Tensor:
+def step_late_read(
+    k: torch.Tensor, v: torch.Tensor, x: torch.Tensor, slots: torch.Tensor, window: torch.Tensor
+) -> torch.Tensor:
     """The V window is only consumed after the write: Inductor may sink its gather below the commit."""
     kw, vw = ar_paging.gather_window(k, v, window)
     torch.ops.ar_paging.paged_write(k, v, x * 2, x + kw.mean(0), slots)
@@ -97,7 +106,10 @@ def test_read_consumed_after_the_write_is_sunk_below_it_and_forces_a_clone() -> 
     pools = {"layer0.k": k, "layer0.v": v}
     clones = find_pool_clones(step_late_read, *_args(k, v), pools=pools)
     assert [(c.arg, c.pool, c.nbytes) for c in clones] == [("v_pool", "layer0.v", N * H * D * 4)]
-    assert find_pool_clones(step_late_read, *_args(k, v), pools=pools, inductor_config={"reorder_for_locality": False}) == []
+    assert (
+        find_pool_clones(step_late_read, *_args(k, v), pools=pools, inductor_config={"reorder_for_locality": False})
+        == []
+    )
 
 
 def test_users_own_clone_of_a_pool_is_not_reported() -> None:

@@ -22,7 +22,9 @@ def scale_into(buf: torch.Tensor, src: torch.Tensor, alpha: float) -> None:
     buf.copy_(src * alpha)
 
 
-def _meta(shape: tuple[int, ...], stride: tuple[int, ...] | None = None, offset: int = 0, base_numel: int | None = None) -> torch.Tensor:
+def _meta(
+    shape: tuple[int, ...], stride: tuple[int, ...] | None = None, offset: int = 0, base_numel: int | None = None
+) -> torch.Tensor:
     base = torch.empty(base_numel if base_numel is not None else max(1, sum(shape)) * 4096, device="meta")
     if stride is None:
         stride = torch.empty(shape, device="meta").stride()
@@ -86,7 +88,12 @@ def test_fused_clone_is_reported_with_arg_and_whole_storage_bytes() -> None:
     sites = find_clone_sites(fused_post_decomposition_graph(with_clone=True))
     assert len(sites) == 1
     site = sites[0]
-    assert (site.op, site.arg, site.placeholder, site.placeholder_index) == ("ar_paging::paged_write", "v_pool", "v_pool", 1)
+    assert (site.op, site.arg, site.placeholder, site.placeholder_index) == (
+        "ar_paging::paged_write",
+        "v_pool",
+        "v_pool",
+        1,
+    )
     assert site.clone.nbytes == 2 * N * H * D * 4  # the whole (2, N, H, D) fp32 storage
     assert site.view is not None and site.view.storage_offset == N * H * D
     assert site.clone_source_offset == 0 and site.clones_whole_input and not site.clone_is_input
@@ -100,7 +107,9 @@ def test_clone_of_non_mutated_argument_is_not_reported() -> None:
     g = torch.fx.Graph()
     p = _inputs(g, fused=False)
     cloned_k = _node(g, aten.clone.default, (p["new_k"],), p["new_k"].meta["val"])
-    _node(g, torch.ops.ar_paging.paged_write.default, (p["k_pool"], p["v_pool"], cloned_k, p["new_v"], p["slots"]), None)
+    _node(
+        g, torch.ops.ar_paging.paged_write.default, (p["k_pool"], p["v_pool"], cloned_k, p["new_v"], p["slots"]), None
+    )
     g.output(None)
     assert find_clone_sites(g) == []
 
@@ -120,7 +129,9 @@ def _user_clone_graph(write_back: bool) -> torch.fx.Graph:
     g = torch.fx.Graph()
     p = _inputs(g, fused=False)
     user_clone = _node(g, aten.clone.default, (p["k_pool"],), p["k_pool"].meta["val"])
-    _node(g, torch.ops.ar_paging.paged_write.default, (user_clone, p["v_pool"], p["new_k"], p["new_v"], p["slots"]), None)
+    _node(
+        g, torch.ops.ar_paging.paged_write.default, (user_clone, p["v_pool"], p["new_k"], p["new_v"], p["slots"]), None
+    )
     if write_back:
         _node(g, aten.copy_.default, (p["k_pool"], user_clone), p["k_pool"].meta["val"])
     g.output(None)
@@ -151,7 +162,9 @@ def test_any_mutating_custom_op_is_checked() -> None:
     _node(g, aten.copy_.default, (buf, c), buf.meta["val"])
     g.output(None)
     sites = find_clone_sites(g)
-    assert [(s.op, s.arg, s.clone.nbytes, s.clone_is_input) for s in sites] == [("cc_test::scale_into", "buf", 16 * 4 * 4, True)]
+    assert [(s.op, s.arg, s.clone.nbytes, s.clone_is_input) for s in sites] == [
+        ("cc_test::scale_into", "buf", 16 * 4 * 4, True)
+    ]
 
 
 def test_functionalized_calls_reads_the_reinplace_decision_v2_and_v1() -> None:
@@ -161,15 +174,25 @@ def test_functionalized_calls_reads_the_reinplace_decision_v2_and_v1() -> None:
         torch.ops.higher_order.auto_functionalized_v2,
         (torch.ops.ar_paging.paged_write.default,),
         {
-            "new_k": p["new_k"], "new_v": p["new_v"], "slot_mapping": p["slots"],
-            "_k_pool_base_index": 0, "_v_pool_base_index": 1, "_all_bases": [p["k_pool"], p["v_pool"]],
+            "new_k": p["new_k"],
+            "new_v": p["new_v"],
+            "slot_mapping": p["slots"],
+            "_k_pool_base_index": 0,
+            "_v_pool_base_index": 1,
+            "_all_bases": [p["k_pool"], p["v_pool"]],
         },
     )
     v2.meta["only_clone_these_tensors"] = [1]
     v1 = g.call_function(
         torch.ops.higher_order.auto_functionalized,
         (torch.ops.ar_paging.paged_write.default,),
-        {"k_pool": p["k_pool"], "v_pool": p["v_pool"], "new_k": p["new_k"], "new_v": p["new_v"], "slot_mapping": p["slots"]},
+        {
+            "k_pool": p["k_pool"],
+            "v_pool": p["v_pool"],
+            "new_k": p["new_k"],
+            "new_v": p["new_v"],
+            "slot_mapping": p["slots"],
+        },
     )
     v1.meta["only_clone_these_tensors"] = ["k_pool"]
     g.output(None)
@@ -181,7 +204,7 @@ def test_functionalized_calls_reads_the_reinplace_decision_v2_and_v1() -> None:
         ("v1", "v_pool", False, 1),
     ]
     # the v_pool record knows its view sits in the second half of the shared storage
-    v_rec = [f for f in functionalized_calls(g) if f.version == "v2" and f.arg == "v_pool"][0]
+    v_rec = next(f for f in functionalized_calls(g) if f.version == "v2" and f.arg == "v_pool")
     assert v_rec.view is not None and v_rec.view.storage_offset == N * H * D
 
 
@@ -202,6 +225,6 @@ def test_geometry_span_and_helpers() -> None:
     assert geo.nbytes == N * H * D * 2
     assert geo.element_span() == (N * H * D, 2 * N * H * D)
     assert layer_of("layer3.v") == 3 and layer_of("layers.12.k") == 12 and layer_of("cache") is None
-    src = "def forward(self):\n    x = 1\n    clone_default: \"f32[4]\" = torch.ops.aten.clone.default(x)\n"
+    src = 'def forward(self):\n    x = 1\n    clone_default: "f32[4]" = torch.ops.aten.clone.default(x)\n'
     assert node_line(src, "clone_default") == 3
     assert node_line(src, "clone") is None

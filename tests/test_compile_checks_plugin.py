@@ -5,12 +5,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import ar_paging  # noqa: F401  # before pytester snapshots sys.modules: vLLM registers its opaque types once per process
 import pytest
+
+import ar_paging  # noqa: F401  # before pytester snapshots sys.modules: vLLM registers its opaque types once per process
 
 pytest_plugins = ["pytester"]
 
-USER_TESTS = '''
+USER_TESTS = """
 import torch
 import ar_paging  # noqa: F401
 
@@ -26,7 +27,7 @@ def test_split_is_clean(pool_clone_check):
 def test_fused_fails(pool_clone_check):
     kv = torch.zeros(2, 64, 2, 8)
     pool_clone_check.assert_no_pool_clones(step, kv[0], kv[1], torch.ones(4, 2, 8), torch.arange(4), pools={"layer0.k": kv[0], "layer0.v": kv[1]})
-'''
+"""
 
 
 @pytest.mark.compile

@@ -76,8 +76,16 @@ def test_fullgraph_and_mode_reach_torch_compile() -> None:
     split = run_case(Case("no-fg", step, args=(torch.zeros(4, 3), torch.ones(2, 3))), analysis_only=True)
     assert split.check_passed  # the control: without fullgraph the same step compiles around the break
     k2 = torch.zeros(4, 3)
-    moded = run_case(Case("mode", lambda k, x: k.index_copy_(0, torch.arange(2), x).sum(), args=(k2, torch.ones(2, 3)),
-                          pools={"k": k2}, mode="max-autotune-no-cudagraphs"), analysis_only=True)
+    moded = run_case(
+        Case(
+            "mode",
+            lambda k, x: k.index_copy_(0, torch.arange(2), x).sum(),
+            args=(k2, torch.ones(2, 3)),
+            pools={"k": k2},
+            mode="max-autotune-no-cudagraphs",
+        ),
+        analysis_only=True,
+    )
     assert moded.passed and moded.check_passed, moded.failure_reasons()
     assert bool((k2[:2] == 1).all())
 

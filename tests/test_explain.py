@@ -9,11 +9,11 @@ import pytest
 import torch
 
 from compile_checks.api import format_report
-from compile_checks.verdict import copy_fields, render_copy
+from compile_checks.check.findings import CloneReport, SurvivingClone
 from compile_checks.explain.dumps import excerpt, render_explanation, side_by_side
 from compile_checks.explain.explanations import Conflict, Explanation
-from compile_checks.check.findings import CloneReport, SurvivingClone
 from compile_checks.explain.user_source import Frame, is_library_frame, parse_stack_trace, short_path
+from compile_checks.verdict import copy_fields, render_copy
 
 RAW = Explanation(
     cause="read_after_write",
@@ -28,8 +28,17 @@ RAW = Explanation(
 
 
 def _clone(explanation: Explanation | None) -> SurvivingClone:
-    return SurvivingClone(op="ar_paging::paged_write", arg="k_pool", nbytes=1024, shape=(256,), dtype=torch.float32,
-                          pool="layer0.k", layer=0, node="clone_default", explanation=explanation)
+    return SurvivingClone(
+        op="ar_paging::paged_write",
+        arg="k_pool",
+        nbytes=1024,
+        shape=(256,),
+        dtype=torch.float32,
+        pool="layer0.k",
+        layer=0,
+        node="clone_default",
+        explanation=explanation,
+    )
 
 
 def test_summary_is_one_line_with_cause_line_culprit_and_fix() -> None:
@@ -92,7 +101,10 @@ def test_render_copy_and_report_print_the_explanation() -> None:
 SOURCE = "\n".join(
     ["def forward(self, arg0_1, arg1_1):"]
     + [f"    view_{i} = torch.ops.aten.reshape.default(arg0_1, [-1]);  arg0_1 = None" for i in range(10)]
-    + ["    clone_default = torch.ops.aten.clone.default(arg1_1)", "    index = torch.ops.aten.index.Tensor(arg1_1, [view_1])"]
+    + [
+        "    clone_default = torch.ops.aten.clone.default(arg1_1)",
+        "    index = torch.ops.aten.index.Tensor(arg1_1, [view_1])",
+    ]
     + ["    return (index,)"]
 )
 
@@ -121,8 +133,14 @@ def test_render_explanation_links_user_source(tmp_path: Path) -> None:
     before.write_text(SOURCE)
     after.write_text(SOURCE)
     here = short_path(__file__)
-    e = Explanation(cause="shared_storage", reason="r", user_line=f"{here}:1", fix="f",
-                    graph_files={"before_reinplace": str(before), "post_grad": str(after)}, write_node="view_3")
+    e = Explanation(
+        cause="shared_storage",
+        reason="r",
+        user_line=f"{here}:1",
+        fix="f",
+        graph_files={"before_reinplace": str(before), "post_grad": str(after)},
+        write_node="view_3",
+    )
     md = "\n".join(render_explanation(_clone(e), tmp_path))
     assert "### why `k_pool` (layer0.k) is cloned: shared_storage" in md
     link_target = md.split(f"- mutating call: [{here}:1](", 1)[1].split(")", 1)[0]

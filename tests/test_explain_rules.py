@@ -17,9 +17,9 @@ from torch._inductor.fx_passes import reinplace as inductor_reinplace
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 import ar_paging  # noqa: F401 - registers torch.ops.ar_paging.paged_write
-from compile_checks.explain.explanations import FIXES, explanation_of, fix_for
 from compile_checks.check.findings import SurvivingClone
 from compile_checks.explain.culprit_pass import GraphRecord, PassStep, find_culprit
+from compile_checks.explain.explanations import FIXES, explanation_of, fix_for
 from compile_checks.explain.refusals import cloned_args, explain_refusals, reconcile
 from compile_checks.vocab import CAUSES
 
@@ -64,9 +64,16 @@ class Builder:
         af = self.call(
             AF_V2,
             [torch.ops.ar_paging.paged_write.default],
-            {"new_k": nk, "new_v": nv, "slot_mapping": sl, "_k_pool_base_index": 0, "_v_pool_base_index": 1,
-             "_all_bases": [k, v]},
-            line=42, code="torch.ops.ar_paging.paged_write(k_pool, v_pool, new_k, new_v, slots)",
+            {
+                "new_k": nk,
+                "new_v": nv,
+                "slot_mapping": sl,
+                "_k_pool_base_index": 0,
+                "_v_pool_base_index": 1,
+                "_all_bases": [k, v],
+            },
+            line=42,
+            code="torch.ops.ar_paging.paged_write(k_pool, v_pool, new_k, new_v, slots)",
         )
         self.written = [self.call(operator.getitem, [af, i + 1], val=self._like(b)) for i, b in enumerate((k, v))]
         if write_back:
@@ -149,7 +156,10 @@ def test_input_not_written_back() -> None:
     b.paged_write(k, v, write_back=False)
     graph = b.finish()
     refusals = explain_refusals(graph)
-    assert [(r.cause, r.args) for r in refusals] == [("view_not_written_back", ("k_pool",)), ("view_not_written_back", ("v_pool",))]
+    assert [(r.cause, r.args) for r in refusals] == [
+        ("view_not_written_back", ("k_pool",)),
+        ("view_not_written_back", ("v_pool",)),
+    ]
     assert "never written back" in refusals[0].detail
     assert {(r.node, r.args) for r in refusals} == inductor_clones(graph)
 
@@ -216,7 +226,9 @@ def test_find_culprit_names_the_pass_that_moved_the_read() -> None:
 
 
 def _clone(arg: str, pool: str) -> SurvivingClone:
-    return SurvivingClone(op="ar_paging::paged_write", arg=arg, nbytes=2048, shape=(512,), dtype=torch.float32, pool=pool)
+    return SurvivingClone(
+        op="ar_paging::paged_write", arg=arg, nbytes=2048, shape=(512,), dtype=torch.float32, pool=pool
+    )
 
 
 def test_explanation_of_read_after_write_with_culprit_and_fix() -> None:

@@ -13,12 +13,12 @@ import pytest
 import torch
 
 import ar_paging  # noqa: F401 - registers torch.ops.ar_paging.paged_write
-from compile_checks.explain import culprit_pass as pass_bisect
 from compile_checks.api import CloneCheck, format_report
-from compile_checks.check.findings import SurvivingClone
 from compile_checks.case import run_case
-from compile_checks.scenarios import SCENARIOS, scenario_case
+from compile_checks.check.findings import SurvivingClone
+from compile_checks.explain import culprit_pass as pass_bisect
 from compile_checks.explain.user_source import absolute_path
+from compile_checks.scenarios import SCENARIOS, scenario_case
 
 N, H, D, T, W = 256, 2, 8, 8, 16
 
@@ -70,8 +70,15 @@ def source_at(location: str | None) -> str:
     return path.read_text().splitlines()[int(location.rsplit(":", 1)[1]) - 1]
 
 
-def expect(c: SurvivingClone, cause: str, call: str, read: str | None = None, culprit: str | None = None,
-           verified: bool = False, fix: str = "") -> None:
+def expect(
+    c: SurvivingClone,
+    cause: str,
+    call: str,
+    read: str | None = None,
+    culprit: str | None = None,
+    verified: bool = False,
+    fix: str = "",
+) -> None:
     """Assert the explanation of ``c``; every named line is checked against the source file."""
     e = c.explanation
     assert e is not None, f"clone {c.node} has no explanation"
@@ -96,7 +103,9 @@ def test_fused_scenario_is_shared_storage() -> None:
         expect(c, "shared_storage", "paged_write", fix="allocate K and V as separate tensors")
         assert f"`v_pool` ({layer}.v) shares one storage with `k_pool` ({layer}.k)" in c.explanation.reason
         assert c.to_dict()["explanation"]["cause"] == "shared_storage"
-    assert "why: shared_storage: `v_pool` (layer0.v) shares one storage with `k_pool` (layer0.k)" in format_report(report)
+    assert "why: shared_storage: `v_pool` (layer0.v) shares one storage with `k_pool` (layer0.k)" in format_report(
+        report
+    )
 
 
 def test_read_after_write_scenario_blames_reorder_for_locality_verified() -> None:
@@ -104,8 +113,15 @@ def test_read_after_write_scenario_blames_reorder_for_locality_verified() -> Non
     assert sorted(c.arg for c in report.clones) == ["k_pool", "k_pool", "v_pool", "v_pool"]
     for c in report.clones:
         # the read is named at the model's line, with the ar_paging function it read through after it
-        expect(c, "read_after_write", "paged_write", read="gather_window", culprit="reorder_for_locality",
-               verified=True, fix="inductor_compile_config={'reorder_for_locality': False}")
+        expect(
+            c,
+            "read_after_write",
+            "paged_write",
+            read="gather_window",
+            culprit="reorder_for_locality",
+            verified=True,
+            fix="inductor_compile_config={'reorder_for_locality': False}",
+        )
         assert c.explanation.conflicting[0].op == "aten::index"
         assert c.explanation.conflicting[0].wrapper_line.startswith("ar_paging/read_path.py:")
         assert "index_select" in source_at(c.explanation.conflicting[0].wrapper_line)
@@ -115,8 +131,15 @@ def test_commit_after_one_tensor_attention_op_is_read_after_write() -> None:
     report = run_step().report
     assert sorted(c.arg for c in report.clones) == ["k_pool", "v_pool"]
     for c in report.clones:
-        expect(c, "read_after_write", "paged_write", read="index_select", culprit="reorder_for_locality",
-               verified=True, fix="torch.compile(fn, options={'reorder_for_locality': False})")
+        expect(
+            c,
+            "read_after_write",
+            "paged_write",
+            read="index_select",
+            culprit="reorder_for_locality",
+            verified=True,
+            fix="torch.compile(fn, options={'reorder_for_locality': False})",
+        )
     # the printed fix, applied in a fresh compile, removes the clones
     assert run_step(inductor_config={"reorder_for_locality": False}).report.clean
 
@@ -125,8 +148,15 @@ def test_users_custom_pass_is_named_culprit() -> None:
     report = run_step(inductor_config={"reorder_for_locality": False, "post_grad_custom_pre_pass": hoist_commit}).report
     assert sorted(c.arg for c in report.clones) == ["k_pool", "v_pool"]
     for c in report.clones:
-        expect(c, "read_after_write", "paged_write", read="index_select", culprit="post_grad_custom_pre_pass",
-               verified=True, fix="disabled_passes = 'post_grad_custom_pre_pass'")
+        expect(
+            c,
+            "read_after_write",
+            "paged_write",
+            read="index_select",
+            culprit="post_grad_custom_pre_pass",
+            verified=True,
+            fix="disabled_passes = 'post_grad_custom_pre_pass'",
+        )
 
 
 def test_clean_case_gets_no_explanation_and_no_rerun(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -149,14 +179,22 @@ def test_explain_false_attaches_nothing() -> None:
 def test_a_wrong_explanation_fails() -> None:
     """The checks above are not vacuous: a wrong cause, line, culprit or fix is an AssertionError."""
     [k_clone, _] = sorted(run_step().report.clones, key=lambda c: c.arg)
-    expect(k_clone, "read_after_write", "paged_write", read="index_select", culprit="reorder_for_locality", verified=True)
+    expect(
+        k_clone, "read_after_write", "paged_write", read="index_select", culprit="reorder_for_locality", verified=True
+    )
     wrong = [
         dict(cause="shared_storage", call="paged_write"),
         dict(cause="read_after_write", call="index_select"),  # the read's line is not the mutating call
         dict(cause="read_after_write", call="paged_write", read="paged_write"),
         dict(cause="read_after_write", call="paged_write", read="index_select", culprit=None),
-        dict(cause="read_after_write", call="paged_write", read="index_select", culprit="reorder_for_locality",
-             verified=True, fix="allocate K and V as separate tensors"),
+        dict(
+            cause="read_after_write",
+            call="paged_write",
+            read="index_select",
+            culprit="reorder_for_locality",
+            verified=True,
+            fix="allocate K and V as separate tensors",
+        ),
     ]
     for kwargs in wrong:
         with pytest.raises(AssertionError):
@@ -178,7 +216,9 @@ def test_dump_index_shows_explanation_side_by_side(tmp_path: Path) -> None:
     assert block[0].startswith("before reinplacing") and "| after post-grad passes" in block[0]
     # ">" marks the write on the left (before reinplacing) and the clone on the right (after)
     assert any(row.startswith(">") and "auto_functionalized_v2" in row.split(" | ")[0] for row in block)
-    assert any(row.split(" | ")[1].startswith(">") and f"{c.node} = aten.clone" in row for row in block[2:] if " | " in row)
+    assert any(
+        row.split(" | ")[1].startswith(">") and f"{c.node} = aten.clone" in row for row in block[2:] if " | " in row
+    )
     assert all(len(row.split(" | ")[0]) <= 72 for row in block[2:])
     # the user's source lines are links that resolve from the dump folder
     link = index.split("- mutating call: [", 1)[1].split("\n", 1)[0]

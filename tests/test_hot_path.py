@@ -13,11 +13,11 @@ import textwrap
 
 import pytest
 import torch
+from _checks import check_rejects
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ar_paging
-from _checks import check_rejects
 from ar_paging import (
     chunk_slot_mapping,
     compute_slot_mapping,
@@ -376,7 +376,7 @@ def test_gather_out_of_range_slots_named_in_debug_mode(debug_checks):
 
 def test_read_path_index_error_negative_control():
     """The previous read path: a negative block went to index_select, an IndexError naming nothing."""
-    k, v = pools()
+    k, _v = pools()
     slots, _ = previous_resident_window(torch.tensor([1, -1]), 8, 4, 0)
     with pytest.raises(IndexError):
         k.index_select(0, slots)

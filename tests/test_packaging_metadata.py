@@ -62,7 +62,11 @@ def metadata_problems(project_toml: dict[str, Any]) -> list[str]:
     if torch is None:
         problems.append("torch is not a dependency")
     else:
-        problems += [f"torch {torch.specifier} rejects {v}" for v in ENGINE_TORCH if not torch.specifier.contains(v, prereleases=True)]
+        problems += [
+            f"torch {torch.specifier} rejects {v}"
+            for v in ENGINE_TORCH
+            if not torch.specifier.contains(v, prereleases=True)
+        ]
     depyf = base.get("depyf")
     if depyf is None or not depyf.specifier.contains(ENGINE_DEPYF):
         problems.append(f"depyf must be a dependency admitting {ENGINE_DEPYF} (vLLM pins it)")
@@ -159,8 +163,11 @@ def floor_lock_problems(lock: dict[str, str], floor: dict[str, str]) -> list[str
     """Ways the lower-bound lock is not 'the lock with torch at the floor and no CUDA runtime'."""
     want = {name: version for name, version in lock.items() if not _is_cuda_runtime(name)}
     want["torch"] = FLOOR_TORCH
-    problems = [f"{name}: the lock pins {want.get(name)}, the floor lock {floor.get(name)}"
-                for name in sorted(want.keys() | floor.keys()) if want.get(name) != floor.get(name)]
+    problems = [
+        f"{name}: the lock pins {want.get(name)}, the floor lock {floor.get(name)}"
+        for name in sorted(want.keys() | floor.keys())
+        if want.get(name) != floor.get(name)
+    ]
     return problems
 
 
@@ -184,7 +191,9 @@ def test_floor_lock_check_catches_drift() -> None:
     """Negative control: a floor lock that moved another pin, or kept 2.14.0, fails."""
     lock = _lock_pins()
     floor = _lock_pins("lock-torch2.13.txt")
-    assert floor_lock_problems(lock, {**floor, "numpy": "1.26.4"}) == [f"numpy: the lock pins {lock['numpy']}, the floor lock 1.26.4"]
+    assert floor_lock_problems(lock, {**floor, "numpy": "1.26.4"}) == [
+        f"numpy: the lock pins {lock['numpy']}, the floor lock 1.26.4"
+    ]
     assert floor_lock_problems(lock, {**floor, "torch": VLLM_TORCH}) != []
 
 
@@ -197,15 +206,23 @@ def test_the_lock_pins_the_cuda_runtime_the_installed_torch_declares() -> None:
         pytest.skip(f"torch {version('torch')} is not the lock's {VLLM_TORCH} (a venv from another lock)")
     lock = _lock_pins()
     runtime = [Requirement(r) for r in requires("torch") or []]
-    runtime = [r for r in runtime if _is_cuda_runtime(r.name.lower()) and (r.marker is None or r.marker.evaluate({"extra": ""}))]
+    runtime = [
+        r
+        for r in runtime
+        if _is_cuda_runtime(r.name.lower()) and (r.marker is None or r.marker.evaluate({"extra": ""}))
+    ]
     assert runtime, "torch 2.14.0 declares no CUDA runtime: the lock's block is not needed"
     # cuda-toolkit[cublas,cudart,...] is a metapackage: its extras name the nvidia-* wheels
     for toolkit in [r for r in runtime if r.name.lower() == "cuda-toolkit"]:
         extras = [Requirement(r) for r in requires("cuda-toolkit") or []]
-        runtime += [r for r in extras if r.marker is not None and any(r.marker.evaluate({"extra": e}) for e in toolkit.extras)]
+        runtime += [
+            r for r in extras if r.marker is not None and any(r.marker.evaluate({"extra": e}) for e in toolkit.extras)
+        ]
     assert any(r.name == "nvidia-cuda-runtime" for r in runtime), [str(r) for r in runtime]
     missing = [str(r) for r in runtime if not r.specifier.contains(lock.get(r.name.lower(), "0"), prereleases=True)]
     assert missing == []
     # and nothing more: every CUDA runtime wheel the lock pins is one torch asks for
-    undeclared = sorted(name for name in lock if _is_cuda_runtime(name) and name not in {r.name.lower() for r in runtime})
+    undeclared = sorted(
+        name for name in lock if _is_cuda_runtime(name) and name not in {r.name.lower() for r in runtime}
+    )
     assert undeclared == []

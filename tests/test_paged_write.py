@@ -6,15 +6,14 @@ check is run on it too and must fail.
 
 from __future__ import annotations
 
-
 import pytest
 import torch
+from _checks import check_rejects
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ar_paging  # registers torch.ops.ar_paging
 from ar_paging import pool_write_chunk
-from _checks import check_rejects
 
 H, D = 2, 4  # kv heads, head dim
 
@@ -178,7 +177,6 @@ def test_bad_slot_values_pass_unchecked_by_default():
     args = _args(**BAD_SLOT_VALUES["slot_duplicate"][0])
     torch.ops.ar_paging.paged_write(**args)  # no error: one of the two writes lands
     assert args["k_pool"][0].eq(1).all()
-
 
 
 @pytest.mark.parametrize(

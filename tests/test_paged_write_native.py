@@ -92,8 +92,9 @@ def test_native_kernel_is_the_registered_cpu_kernel():
     cpu_line = [ln for ln in torch._C._dispatch_dump("ar_paging::paged_write").splitlines() if ln.startswith("CPU:")]
     assert cpu_line and "paged_write.cpp" in cpu_line[0], cpu_line
     k, v = torch.zeros(8, H, D), torch.zeros(8, H, D)
-    names = profiled_names(lambda: torch.ops.ar_paging.paged_write(k, v, torch.ones(2, H, D), torch.ones(2, H, D),
-                                                                   torch.tensor([1, 5])))
+    names = profiled_names(
+        lambda: torch.ops.ar_paging.paged_write(k, v, torch.ones(2, H, D), torch.ones(2, H, D), torch.tensor([1, 5]))
+    )
     assert NATIVE_EVENT in names and "aten::index_copy_" in names, names
     assert k[[1, 5]].eq(1).all()
 
@@ -162,8 +163,9 @@ def test_debug_switch_reaches_the_native_kernel(debug_checks):
     assert not torch.ops.ar_paging_native.debug_checks_enabled()
     ar_paging.set_debug_checks(True)
     k, v = torch.zeros(8, H, D), torch.zeros(8, H, D)
-    names = profiled_names(lambda: torch.ops.ar_paging.paged_write(k, v, torch.ones(2, H, D), torch.ones(2, H, D),
-                                                                   torch.tensor([1, 5])))
+    names = profiled_names(
+        lambda: torch.ops.ar_paging.paged_write(k, v, torch.ones(2, H, D), torch.ones(2, H, D), torch.tensor([1, 5]))
+    )
     assert NATIVE_EVENT in names and "aten::_local_scalar_dense" in names and "aten::_unique2" in names, names
 
 
@@ -244,8 +246,10 @@ def test_both_kernels_reject_bad_slot_values_in_debug_mode(case, debug_checks):
     assert messages["native"] == messages["python"]
 
 
-@pytest.mark.parametrize("case", ["slot_mapping_1d_with_batch", "new_k_heads_mismatch", "alias_new_k_view_of_k",
-                                  "alias_interleaved_new_k_in_v"])
+@pytest.mark.parametrize(
+    "case",
+    ["slot_mapping_1d_with_batch", "new_k_heads_mismatch", "alias_new_k_view_of_k", "alias_interleaved_new_k_in_v"],
+)
 def test_unchecked_write_fails_the_rejection_check(case):
     """Negative control: the same check fails on a write without the kernels' checks."""
     args, match = _fresh(case, ALL_REJECTIONS)
@@ -356,8 +360,9 @@ def commit_step(k_pools, v_pools, x, window, slots):
 def test_compiled_step_equals_eager_with_the_native_kernel():
     gen = torch.Generator().manual_seed(3)
     layers, slots_n = 2, 64
-    pools = [(torch.randn(slots_n, H, D, generator=gen), torch.randn(slots_n, H, D, generator=gen))
-             for _ in range(layers)]
+    pools = [
+        (torch.randn(slots_n, H, D, generator=gen), torch.randn(slots_n, H, D, generator=gen)) for _ in range(layers)
+    ]
     x = torch.randn(8, H, D, generator=gen)
     window, slots = torch.arange(0, 16), torch.arange(40, 48)
 

@@ -111,9 +111,8 @@ def test_cuda_host_is_refused(monkeypatch):
     from compile_checks.pipelines.vllm_env import VllmPipelineError, vllm_env
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    with pytest.raises(VllmPipelineError, match="vllm-piecewise"):
-        with vllm_env():
-            pass
+    with pytest.raises(VllmPipelineError, match="vllm-piecewise"), vllm_env():
+        pass
 
 
 def test_import_does_not_import_vllm():
@@ -239,7 +238,7 @@ def test_piecewise_needs_the_placeholder_c_ops(monkeypatch):
     shows the simulation really runs vLLM's PostGradPassManager."""
     import compile_checks.pipelines.piecewise as piecewise
 
-    monkeypatch.setattr(piecewise, "fix_functionalization_c_ops", lambda: [])
+    monkeypatch.setattr(piecewise, "fix_functionalization_c_ops", list)
     with pytest.raises(CompileCheckError, match="'_C' object has no attribute"):
         _run_piecewise(fused=False)
 

@@ -9,16 +9,16 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import ar_paging  # noqa: F401  # before pytester snapshots sys.modules: vLLM registers its opaque types once per process
 import pytest
 import torch
 
+import ar_paging  # noqa: F401  # before pytester snapshots sys.modules: vLLM registers its opaque types once per process
 from compile_checks.case import Case, CaseResult
 from compile_checks.check.findings import CloneReport, SurvivingClone
 
 pytest_plugins = ["pytester"]
 
-USER_CASES = '''
+USER_CASES = """
 import pytest
 import torch
 import ar_paging  # noqa: F401
@@ -96,9 +96,9 @@ def test_bad_marker(pool_clone_check):
 def test_check_rejects_a_non_case(pool_clone_check):
     with pytest.raises(ValueError, match="case must be a compile_checks.Case"):
         pool_clone_check.check(step)
-'''
+"""
 
-USER_MODES = '''
+USER_MODES = """
 import pytest
 
 pytestmark = pytest.mark.compile_checks(analysis_only=True)
@@ -111,12 +111,12 @@ def test_module_marker(pool_clone_check):
 @pytest.mark.compile_checks(analysis_only=False)
 def test_closest_marker_wins(pool_clone_check):
     assert pool_clone_check.analysis_only is False
-'''
+"""
 
-USER_OPTION = '''
+USER_OPTION = """
 def test_default_mode(pool_clone_check):
     print("ANALYSIS_ONLY", pool_clone_check.analysis_only)
-'''
+"""
 
 
 def _noop() -> None:
@@ -124,8 +124,15 @@ def _noop() -> None:
 
 
 def _copy(pool: str = "layer0.v") -> SurvivingClone:
-    return SurvivingClone(op="ar_paging::paged_write", arg="v_pool", nbytes=4096, shape=(64, 2, 8),
-                          dtype=torch.float32, pool=pool, node="clone_default")
+    return SurvivingClone(
+        op="ar_paging::paged_write",
+        arg="v_pool",
+        nbytes=4096,
+        shape=(64, 2, 8),
+        dtype=torch.float32,
+        pool=pool,
+        node="clone_default",
+    )
 
 
 def _old_case_failure_first_line(result: CaseResult) -> str:
@@ -169,8 +176,12 @@ def test_plugin_junit_and_table_give_one_reason(expect_clean, clones, errors, ea
     from compile_checks.gate.runner import outcome_from_result
 
     case = Case("c", _noop, expect_clean=expect_clean)
-    result = CaseResult(case=case, report=CloneReport(clones=clones, errors=errors, num_regions=1),
-                        eager_match=eager_match, max_abs_diff=0.5 if eager_match is False else None)
+    result = CaseResult(
+        case=case,
+        report=CloneReport(clones=clones, errors=errors, num_regions=1),
+        eager_match=eager_match,
+        max_abs_diff=0.5 if eager_match is False else None,
+    )
     planned = PlannedCase(CaseSource(TARGET, "x.py:c"), "c", "c", case.pipeline, expect_clean, True)
     outcome = outcome_from_result(planned, result)
     assert not result.passed and not outcome.passed and result.verdict_met == outcome.verdict_met
@@ -189,7 +200,11 @@ def test_cases_marker_and_session(pytester: pytest.Pytester) -> None:
     result.assert_outcomes(passed=5, failed=3, errors=1)
     out = result.stdout.str()
     failed = {line.split("::")[1].split(" ")[0] for line in out.splitlines() if line.startswith("FAILED")}
-    assert failed == {"test_fused_expected_clean_fails", "test_split_as_negative_control_fails", "test_session_fused_fails"}
+    assert failed == {
+        "test_fused_expected_clean_fails",
+        "test_split_as_negative_control_fails",
+        "test_session_fused_fails",
+    }
     assert "case 'fused': 1 pool clone(s) survive reinplacing" in out
     assert "ar_paging::paged_write argument 'v_pool' (pool layer0.v)" in out
     assert "case 'split': negative control stopped cloning: expected a surviving pool clone, found none" in out

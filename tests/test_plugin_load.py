@@ -60,7 +60,11 @@ def _run_pytest(folder: Path, *args: str, autoload: bool) -> tuple[dict[str, boo
     t0 = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args, "test_unrelated.py"],
-        cwd=folder, env=env, capture_output=True, text=True, timeout=300,
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     elapsed = time.perf_counter() - t0
     assert proc.returncode == 0, proc.stdout + proc.stderr

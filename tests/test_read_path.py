@@ -166,7 +166,9 @@ def test_commit_then_read_round_trip(block_size, chunk_size, window_chunks, sink
         for layer in range(num_layers):
             pool_write_chunk(k_pools[layer], v_pools[layer], dense_k[layer, :, lo:hi], dense_v[layer, :, lo:hi], slots)
         expected_pos = [
-            p for ch in resident_chunks(c, window_chunks, sink_chunks, reset) for p in range(ch * chunk_size, (ch + 1) * chunk_size)
+            p
+            for ch in resident_chunks(c, window_chunks, sink_chunks, reset)
+            for p in range(ch * chunk_size, (ch + 1) * chunk_size)
         ]
         for b, step in enumerate(steps):
             for layer in range(num_layers):

@@ -89,12 +89,12 @@ def test_missing_baseline_is_a_clear_error(tmp_path) -> None:
         ('{"surviving_clones": 1.5, "extra_bytes_per_step": 0}', "whole number"),
         ('{"surviving_clones": 0}', "lacks extra_bytes_per_step"),
         ('{"surviving_clones": 0, "clone_bytes_per_step": 0}', "lacks extra_bytes_per_step"),
-        ('[0, 0]', "must be an object"),
+        ("[0, 0]", "must be an object"),
     ],
 )
 def test_invalid_entries_are_refused(tmp_path, entry: str, says: str) -> None:
     path = tmp_path / "b.json"
-    path.write_text('{"split": %s}' % entry)
+    path.write_text(f'{{"split": {entry}}}')
     with pytest.raises(BaselineError, match=says):
         load_baseline(path)
 

@@ -27,14 +27,14 @@ def report(argv: list[str]) -> int:
     return cli.main(["report", *argv])
 
 
-def _fake_registry(monkeypatch: pytest.MonkeyPatch, fused_clones: int = 1,
-                   modes: list[Mode] | None = None) -> dict[str, int]:
+def _fake_registry(
+    monkeypatch: pytest.MonkeyPatch, fused_clones: int = 1, modes: list[Mode] | None = None
+) -> dict[str, int]:
     """Install a fake compile_checks.scenarios; returns a dict counting runs per scenario."""
     scenarios = {
         "split": FakeScenario(name="split", layout="split", expect_clean=True),
         "fused": FakeScenario(name="fused", layout="fused", expect_clean=False),
-        "fused_pool64MiB": FakeScenario(name="fused_pool64MiB", layout="fused", num_blocks=256,
-                                         expect_clean=False),
+        "fused_pool64MiB": FakeScenario(name="fused_pool64MiB", layout="fused", num_blocks=256, expect_clean=False),
     }
     runs: dict[str, int] = {}
 
@@ -153,7 +153,13 @@ def test_pool_variants_resize_only_the_pool() -> None:
         v, s = reg[builtin.pool_variant_name(base, mib)], SCENARIOS[base]
         assert v.total_pool_bytes == mib << 20
         assert (v.layout, v.chunk_size, v.window_chunks, v.sink_chunks, v.num_layers, v.expect_clean) == (
-            s.layout, s.chunk_size, s.window_chunks, s.sink_chunks, s.num_layers, s.expect_clean)
+            s.layout,
+            s.chunk_size,
+            s.window_chunks,
+            s.sink_chunks,
+            s.num_layers,
+            s.expect_clean,
+        )
     assert all(name in reg for name in builtin.PREFERRED_DEFAULT)
 
 
@@ -162,15 +168,20 @@ def test_top_level_reports_holds_no_alias_modules() -> None:
     import importlib.util
 
     assert sorted(p.name for p in (ROOT / "reports").glob("*.py")) == [
-        "__init__.py", "__main__.py", "bench.py", "bench_hotpath.py"]
+        "__init__.py",
+        "__main__.py",
+        "bench.py",
+        "bench_hotpath.py",
+    ]
     for name in ("reports.cli", "reports.traffic", "reports.plot", "reports.baseline"):
         assert importlib.util.find_spec(name) is None, name
 
 
 @pytest.mark.parametrize("module", ["reports", "compile_checks.reports"])
 def test_python_m_entries_are_the_one_cli(module: str) -> None:
-    p = subprocess.run([sys.executable, "-m", module, "--help"], cwd=ROOT, capture_output=True, text=True, check=False,
-                       timeout=120)
+    p = subprocess.run(
+        [sys.executable, "-m", module, "--help"], cwd=ROOT, capture_output=True, text=True, check=False, timeout=120
+    )
     assert p.returncode == 0, p.stderr
     assert p.stdout.startswith("usage: compile-checks report") and "--baseline JSON" in p.stdout
 
@@ -263,8 +274,12 @@ def test_user_cases_run_through_run_case_in_the_resolved_mode(monkeypatch, tmp_p
     def fake_run_case(case, *, analysis_only=False, dump_dir=None):  # type: ignore[no-untyped-def]
         seen.append((case.name, analysis_only))
         output = case.driver(lambda *args, **kwargs: None)  # the report's counting driver: one call
-        return CaseResult(case=case, report=CloneReport(num_regions=1, region_calls={0: 1}), output=output,
-                          analysis_only=analysis_only)
+        return CaseResult(
+            case=case,
+            report=CloneReport(num_regions=1, region_calls={0: 1}),
+            output=output,
+            analysis_only=analysis_only,
+        )
 
     monkeypatch.setattr(report_run, "run_case", fake_run_case)
     cases = str(ROOT / "tests" / "report_cases" / "paged_step.py") + ":cases"

@@ -19,8 +19,20 @@ CASES = str(Path(__file__).parent / "report_cases" / "paged_step.py") + ":cases"
 def test_small_report_fused_has_clones_split_has_none(tmp_path, capsys) -> None:
     out = tmp_path / "report"
     baseline = tmp_path / "baseline.json"
-    rc = main(["report", "--out", str(out), "--scenario", "split", "--scenario", "fused", "--no-progress",
-                   "--write-baseline", str(baseline)])
+    rc = main(
+        [
+            "report",
+            "--out",
+            str(out),
+            "--scenario",
+            "split",
+            "--scenario",
+            "fused",
+            "--no-progress",
+            "--write-baseline",
+            str(baseline),
+        ]
+    )
     assert rc == 0, capsys.readouterr().err
     for name in OUTPUT_FILES:
         assert (out / name).stat().st_size > 0, name
@@ -73,8 +85,19 @@ def test_case_ideal_and_measured_ms(tmp_path, capsys, monkeypatch) -> None:
     mod.CASES = cases  # type: ignore[attr-defined]
     monkeypatch.setitem(__import__("sys").modules, "user_cases_for_test", mod)
     out = tmp_path / "report"
-    rc = main(["report", "--out", str(out), "--target", "user_cases_for_test:CASES", "--no-progress",
-                   "--measure", "--rounds", "3"])
+    rc = main(
+        [
+            "report",
+            "--out",
+            str(out),
+            "--target",
+            "user_cases_for_test:CASES",
+            "--no-progress",
+            "--measure",
+            "--rounds",
+            "3",
+        ]
+    )
     assert rc == 0, capsys.readouterr().err
     df = pd.read_csv(out / "traffic.csv").set_index("scenario")
     assert list(df["ideal_bytes_per_step"]) == [1000] and set(df["ideal_source"]) == {"case"}

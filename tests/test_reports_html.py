@@ -60,15 +60,22 @@ def _page(tmp_path) -> tuple[pd.DataFrame, str]:  # type: ignore[no-untyped-def]
 def verdicts_on_page(page: str) -> dict[str, str]:
     reader = RowReader()
     reader.feed(page)
-    return {case: text for case, (status, text, style) in reader.rows.items()
-            if status == text and STATUS_COLOURS[text] in style}
+    return {
+        case: text
+        for case, (status, text, style) in reader.rows.items()
+        if status == text and STATUS_COLOURS[text] in style
+    }
 
 
 def test_every_case_verdict_is_on_the_page_in_its_colour(tmp_path) -> None:
     df, page = _page(tmp_path)
     assert verdicts_on_page(page) == dict(zip(df["scenario"], df["status"]))
-    assert verdicts_on_page(page) == {"split": "clean", "fused": "expected clones", "split<evil>": "REGRESSION",
-                                      "quiet": "UNEXPECTEDLY CLEAN"}
+    assert verdicts_on_page(page) == {
+        "split": "clean",
+        "fused": "expected clones",
+        "split<evil>": "REGRESSION",
+        "quiet": "UNEXPECTEDLY CLEAN",
+    }
     reader = RowReader()
     reader.feed(page)
     assert any(src.startswith("data:image/png;base64,") for src in reader.images)  # plot embedded
@@ -84,11 +91,11 @@ def test_a_tampered_page_is_detected(tmp_path, tamper: str) -> None:
         page = page.replace(fused, 'data-case="fused" data-status="clean"')
     elif tamper == "colour":
         start = page.index(fused)
-        row = page[start:page.index("</tr>", start)]
+        row = page[start : page.index("</tr>", start)]
         page = page.replace(row, row.replace(STATUS_COLOURS["expected clones"], STATUS_COLOURS["clean"]))
     else:
         start = page.index("<tr " + fused)
-        page = page[:start] + page[page.index("</tr>", start) + 5:]
+        page = page[:start] + page[page.index("</tr>", start) + 5 :]
     assert verdicts_on_page(page) != dict(zip(df["scenario"], df["status"]))
 
 

@@ -9,8 +9,14 @@ from compile_checks.case import Case, run_case
 from compile_checks.reports.ideal import FinalGraphs, GraphIdeal, ideal_bytes_per_run, record_final_graphs
 
 
-def _aten_commit(k: torch.Tensor, v: torch.Tensor, new_k: torch.Tensor, new_v: torch.Tensor,
-                 slots: torch.Tensor, window: torch.Tensor) -> torch.Tensor:
+def _aten_commit(
+    k: torch.Tensor,
+    v: torch.Tensor,
+    new_k: torch.Tensor,
+    new_v: torch.Tensor,
+    slots: torch.Tensor,
+    window: torch.Tensor,
+) -> torch.Tensor:
     out = k.index_select(0, window).sum() + v.index_select(0, window).sum()
     k[slots] = new_k  # index_put_: an engine's plain-ATen commit
     v[slots] = new_v
@@ -21,8 +27,12 @@ def _aten_commit(k: torch.Tensor, v: torch.Tensor, new_k: torch.Tensor, new_v: t
 def test_plain_aten_commit_counts_values_written_and_window_read() -> None:
     k, v = torch.zeros(64, 2, 8), torch.zeros(64, 2, 8)
     new_k, new_v = torch.randn(4, 2, 8), torch.randn(4, 2, 8)
-    case = Case(name="aten", fn=_aten_commit, args=(k, v, new_k, new_v, torch.arange(8, 12), torch.arange(8)),
-                pools={"k": k, "v": v})
+    case = Case(
+        name="aten",
+        fn=_aten_commit,
+        args=(k, v, new_k, new_v, torch.arange(8, 12), torch.arange(8)),
+        pools={"k": k, "v": v},
+    )
     with record_final_graphs() as graphs:
         result = run_case(case, analysis_only=True)
     assert graphs.errors == []
@@ -36,13 +46,21 @@ def test_plain_aten_commit_counts_values_written_and_window_read() -> None:
 def test_graph_count_mismatch_is_not_derivable_not_guessed() -> None:
     graphs = FinalGraphs(ideals=[GraphIdeal(10, 10), GraphIdeal(5, 5)])
     assert ideal_bytes_per_run(graphs, {0: 3}, num_regions=1) == (
-        None, "not derivable: 2 final graphs for 1 compiled regions")
+        None,
+        "not derivable: 2 final graphs for 1 compiled regions",
+    )
     assert ideal_bytes_per_run(graphs, {0: 3, 1: 2}, num_regions=2) == (80, "graph")
     assert ideal_bytes_per_run(FinalGraphs(errors=["ValueError: no hint"]), {}, 0)[0] is None
 
 
-def _commit_then_gather(k: torch.Tensor, v: torch.Tensor, new_k: torch.Tensor, new_v: torch.Tensor,
-                        slots: torch.Tensor, window: torch.Tensor) -> torch.Tensor:
+def _commit_then_gather(
+    k: torch.Tensor,
+    v: torch.Tensor,
+    new_k: torch.Tensor,
+    new_v: torch.Tensor,
+    slots: torch.Tensor,
+    window: torch.Tensor,
+) -> torch.Tensor:
     torch.ops.ar_paging.paged_write(k, v, new_k, new_v, slots)  # commit first (the recommended order)
     return k.index_select(0, window).sum() + v.index_select(0, window).sum()
 
@@ -55,8 +73,12 @@ def _ideal_of(fused: bool) -> tuple[GraphIdeal, int]:
         k, v = kv[0], kv[1]
     else:
         k, v = torch.zeros(64, 2, 8), torch.zeros(64, 2, 8)
-    case = Case(name="fused" if fused else "split", fn=_commit_then_gather, pools={"k": k, "v": v},
-                args=(k, v, torch.randn(4, 2, 8), torch.randn(4, 2, 8), torch.arange(8, 12), torch.arange(8)))
+    case = Case(
+        name="fused" if fused else "split",
+        fn=_commit_then_gather,
+        pools={"k": k, "v": v},
+        args=(k, v, torch.randn(4, 2, 8), torch.randn(4, 2, 8), torch.arange(8, 12), torch.arange(8)),
+    )
     with record_final_graphs() as graphs:
         result = run_case(case, analysis_only=True)
     assert graphs.errors == [] and len(graphs.ideals) == 1

@@ -23,6 +23,7 @@ from compile_checks.reports.traffic import (
 if "written_bytes" in SurvivingClone.__dataclass_fields__:
     Clone = SurvivingClone
 else:
+
     @dataclass(frozen=True)
     class Clone(SurvivingClone):  # type: ignore[no-redef]
         """SurvivingClone with the fields soundness adds (kind, written_bytes), until it lands."""
@@ -33,6 +34,7 @@ else:
 
 def clone_bytes_per_run(report: CloneReport) -> int:
     return bytes_per_run(node_costs("t", report))
+
 
 MIB = 1 << 20
 
@@ -72,21 +74,40 @@ class FakeResult:
     wall_seconds: float = 2.5
 
 
-def _clone(nbytes: int, region: int, node: str = "", pool: str | None = None, written: int = 0,
-           kind: str = "functionalization_clone") -> SurvivingClone:
+def _clone(
+    nbytes: int,
+    region: int,
+    node: str = "",
+    pool: str | None = None,
+    written: int = 0,
+    kind: str = "functionalization_clone",
+) -> SurvivingClone:
     """A clone whose copy-back writes ``written`` bytes (0: none, so extra = the clone alone)."""
-    return Clone(op="ar_paging::paged_write", arg="v_pool", nbytes=nbytes, shape=(nbytes // 4,),
-                 dtype=torch.float32, region=region, node=node or f"clone_r{region}_{nbytes}", pool=pool,
-                 written_bytes=written, kind=kind)
+    return Clone(
+        op="ar_paging::paged_write",
+        arg="v_pool",
+        nbytes=nbytes,
+        shape=(nbytes // 4,),
+        dtype=torch.float32,
+        region=region,
+        node=node or f"clone_r{region}_{nbytes}",
+        pool=pool,
+        written_bytes=written,
+        kind=kind,
+    )
 
 
-def _report(clones: list[SurvivingClone], calls: dict[int, int] | None = None,
-            kernel: dict[int, int] | None = None) -> CloneReport:
+def _report(
+    clones: list[SurvivingClone], calls: dict[int, int] | None = None, kernel: dict[int, int] | None = None
+) -> CloneReport:
     # 3 chunks x 3 steps, 2 layers, one layer per region: the plain-step region (0) runs
     # 2 x 6 = 12 times, the commit-step region (1) 2 x 3 = 6 times.
-    return CloneReport(clones=clones, num_regions=2,
-                       region_calls={0: 12, 1: 6} if calls is None else calls,
-                       region_kernel_bytes={0: 500, 1: 7000} if kernel is None else kernel)
+    return CloneReport(
+        clones=clones,
+        num_regions=2,
+        region_calls={0: 12, 1: 6} if calls is None else calls,
+        region_kernel_bytes={0: 500, 1: 7000} if kernel is None else kernel,
+    )
 
 
 def test_commit_region_clone_counts_once_per_chunk_not_per_step() -> None:
@@ -122,8 +143,9 @@ def test_one_clone_node_hit_by_two_layers_runs_once_per_call() -> None:
 
 
 def test_ideal_is_read_plus_write_averaged_over_steps_and_independent_of_clones() -> None:
-    row = traffic_row(FakeResult(FakeScenario(), _report([_clone(MIB, region=1), _clone(1000, region=0)])),
-                      video_chunks=60)
+    row = traffic_row(
+        FakeResult(FakeScenario(), _report([_clone(MIB, region=1), _clone(1000, region=0)])), video_chunks=60
+    )
     assert row.ideal_bytes_per_step == 1100  # (9000 + 900) / 9
     assert row.ideal_bytes_per_chunk == 3300
     assert row.ideal_bytes_per_video == 198_000  # no window model: 3300 x 60
@@ -239,13 +261,20 @@ def test_copy_back_is_counted_next_to_the_clone() -> None:
 
 
 def test_node_rows_one_per_copy_with_region_calls() -> None:
-    report = _report([_clone(2 * MIB, 1, node="clone_1", pool="layer0.v", written=MIB),
-                      _clone(2 * MIB, 1, node="clone_1", pool="layer1.v", written=MIB),
-                      _clone(4096, 0, node="index_put", pool="layer0.k", written=4096, kind="aten_write_copy")])
+    report = _report(
+        [
+            _clone(2 * MIB, 1, node="clone_1", pool="layer0.v", written=MIB),
+            _clone(2 * MIB, 1, node="clone_1", pool="layer1.v", written=MIB),
+            _clone(4096, 0, node="index_put", pool="layer0.k", written=4096, kind="aten_write_copy"),
+        ]
+    )
     rows = node_costs("fused", report)
     assert [(r.node, r.cost, r.bytes_per_call, r.region_calls) for r in rows] == [
-        ("clone_1", "clone", 4 * MIB, 6), ("clone_1", "copy_back", 2 * MIB, 6),
-        ("index_put", "scatter_copy_in", 8192, 12), ("index_put", "scatter_copy_out", 8192, 12)]
+        ("clone_1", "clone", 4 * MIB, 6),
+        ("clone_1", "copy_back", 2 * MIB, 6),
+        ("index_put", "scatter_copy_in", 8192, 12),
+        ("index_put", "scatter_copy_out", 8192, 12),
+    ]
     assert bytes_per_run(rows) == 6 * MIB * 6 + 16384 * 12
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-
 from _checks import check_rejects
+
 from compile_checks.case import Case, CaseResult, run_case
 from compile_checks.pipelines import resolve
 from compile_checks.reports.accounting import bytes_per_run, node_costs
@@ -141,7 +141,14 @@ def test_negative_control_clones_k_and_v_of_every_layer(name: str) -> None:
 
 @pytest.mark.parametrize(
     "name",
-    ["fused_kv", "attn_op_commit_last", "commit_before", "commit_before_per_layer", "commit_before_attn_op", "index_put_commit_last"],
+    [
+        "fused_kv",
+        "attn_op_commit_last",
+        "commit_before",
+        "commit_before_per_layer",
+        "commit_before_attn_op",
+        "index_put_commit_last",
+    ],
 )
 def test_clean_twin_keeps_no_pool_copy(name: str) -> None:
     r = _run(name)

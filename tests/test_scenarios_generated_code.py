@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from collections import Counter
 
 import pytest
 import torch

@@ -7,14 +7,13 @@ ours raises.
 
 from __future__ import annotations
 
-
 import pytest
 import torch
+from _checks import check_rejects
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ar_paging import chunk_slot_mapping, compute_slot_mapping, resident_block_ids
-from _checks import check_rejects
 
 SETTINGS = settings(deadline=None, max_examples=60)
 
@@ -117,8 +116,6 @@ def spec_compute_slot_mapping(block_ids, positions, block_size):
 def spec_chunk_slot_mapping(block_ids, num_computed_tokens, chunk_size, block_size):
     positions = torch.arange(num_computed_tokens, num_computed_tokens + chunk_size, dtype=torch.long)
     return spec_compute_slot_mapping(block_ids, positions, block_size)
-
-
 
 
 TABLE = [7, 3, 9]

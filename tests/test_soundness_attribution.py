@@ -41,7 +41,9 @@ def test_stale_named_pools_fail_the_check_and_say_so() -> None:
 def test_received_pools_are_attributed_and_not_flagged() -> None:
     """Clean twin of the above: the same call with the real pools names the clone, no error."""
     k, v = pools_split()
-    report = analyze_pool_clones(op_commit_late_read, k, v, *commit_args(), pools={"layer0.k": k, "layer0.v": v}, analysis_only=True)
+    report = analyze_pool_clones(
+        op_commit_late_read, k, v, *commit_args(), pools={"layer0.k": k, "layer0.v": v}, analysis_only=True
+    )
     assert report.unreceived_pools == [] and report.errors == [] and report.other_clones == []
     assert [(c.arg, c.pool) for c in report.clones] == [("v_pool", "layer0.v")]
 
@@ -49,7 +51,12 @@ def test_received_pools_are_attributed_and_not_flagged() -> None:
 def test_clean_function_with_one_stale_pool_fails() -> None:
     k, v = pools_split()
     report = analyze_pool_clones(
-        op_commit_after_gather, k, v, *commit_args(), pools={"layer0.k": k, "layer0.v": v, "old.v": v.clone()}, analysis_only=True
+        op_commit_after_gather,
+        k,
+        v,
+        *commit_args(),
+        pools={"layer0.k": k, "layer0.v": v, "old.v": v.clone()},
+        analysis_only=True,
     )
     assert report.clean and not report.check_passed and report.unreceived_pools == ["old.v"]
 
@@ -57,7 +64,9 @@ def test_clean_function_with_one_stale_pool_fails() -> None:
 def test_unnamed_copy_of_a_mutated_input_is_not_clean() -> None:
     k, v = pools_split()
     other = torch.zeros_like(k)
-    report = analyze_pool_clones(op_commit_late_read, k, v, *commit_args(), pools={"k": k, "v": v, "spare": other}, analysis_only=True)
+    report = analyze_pool_clones(
+        op_commit_late_read, k, v, *commit_args(), pools={"k": k, "v": v, "spare": other}, analysis_only=True
+    )
     assert report.clones and report.unreceived_pools == ["spare"]
     k2, v2 = pools_split()
     report = analyze_pool_clones(op_commit_late_read, k2, v2, *commit_args(), pools={"k": k2}, analysis_only=True)

@@ -18,12 +18,12 @@ from _soundness_steps import commit_args, op_commit_after_gather, op_commit_late
 from torch._inductor import compile_fx as compile_fx_module
 from torch._inductor.fx_passes import post_grad as post_grad_module
 
-from compile_checks.check import backend, hooks
 from compile_checks.api import CloneCheck, CompileCheckError, format_report
-from compile_checks.check.hooks import CheckSessionError
+from compile_checks.case import Case, run_case
+from compile_checks.check import backend, hooks
 from compile_checks.check.attribution import build_report
 from compile_checks.check.graph.blind_spots import subgraph_mutations
-from compile_checks.case import Case, run_case
+from compile_checks.check.hooks import CheckSessionError
 
 pytestmark = pytest.mark.compile
 
@@ -106,13 +106,14 @@ def test_sequential_sessions_in_two_threads_both_see_their_clone() -> None:
 
 def test_nested_session_is_refused_and_a_failing_session_restores_patches() -> None:
     before = _hooked()
-    with CloneCheck(analysis_only=True):
-        with pytest.raises(CheckSessionError):
-            CloneCheck().__enter__()
+    with CloneCheck(analysis_only=True), pytest.raises(CheckSessionError):
+        CloneCheck().__enter__()
     assert _hooked() == before
     k, v = pools_split()
     with pytest.raises(CompileCheckError), CloneCheck(analysis_only=True) as check:
-        check.compile(lambda k, v, x: torch.ops.ar_paging.paged_write(k, v, x, x, torch.arange(3)))(k, v, torch.randn(16, 2, 8))
+        check.compile(lambda k, v, x: torch.ops.ar_paging.paged_write(k, v, x, x, torch.arange(3)))(
+            k, v, torch.randn(16, 2, 8)
+        )
     assert _hooked() == before and not hooks._session_lock.locked()
 
 
@@ -190,7 +191,9 @@ def test_a_mutating_op_inside_a_hop_subgraph_makes_the_region_unanalysed() -> No
     """On torch 2.13 dynamo inlines nested_compile_region bodies that mutate, so no end-to-end
     case keeps one; the analysis of a post-grad graph holding such a subgraph is checked here."""
     spots = subgraph_mutations(_gm_with_subgraph(mutating=True))
-    assert spots == ["mutating op(s) ar_paging::paged_write inside higher-order-op subgraph 'body_graph_0' are not analysed"]
+    assert spots == [
+        "mutating op(s) ar_paging::paged_write inside higher-order-op subgraph 'body_graph_0' are not analysed"
+    ]
     assert subgraph_mutations(_gm_with_subgraph(mutating=False)) == []
     probe = backend.Probe()
     region = backend.Region(index=0, compiled_fn_name="__compiled_fn_1")

@@ -18,8 +18,8 @@ from _soundness_steps import (
     aten_commit_only,
     aten_slice_copy_after_gather,
     chunk,
-    op_commit_late_read,
     commit_args,
+    op_commit_late_read,
     pools_split,
     users_own_copies_then_commit,
 )
@@ -71,7 +71,9 @@ def _pool_loops(code: str, numel: int) -> int:
 
 
 @pytest.mark.parametrize(
-    ("fn", "expected_loops"), [(aten_commit_after_gather, 4), (aten_commit_only, 0)], ids=["gather_then_write", "write_only"]
+    ("fn", "expected_loops"),
+    [(aten_commit_after_gather, 4), (aten_commit_only, 0)],
+    ids=["gather_then_write", "write_only"],
 )
 def test_verdict_agrees_with_inductors_generated_code(fn, expected_loops: int) -> None:
     """Full compile: a reported copy is a copy-in and a copy-back loop over the whole pool in the

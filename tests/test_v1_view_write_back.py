@@ -21,8 +21,8 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 import ar_paging  # noqa: F401 - registers torch.ops.ar_paging.paged_write
 from compile_checks.check.graph.aten_writes import find_aten_write_copies
-from compile_checks.explain.explanations import FIXES
 from compile_checks.check.graph.copies import find_copy_sites, written_back_from
+from compile_checks.explain.explanations import FIXES
 from compile_checks.explain.refusals import cloned_args, explain_refusals
 from compile_checks.vocab import CAUSES, CopyKind
 
@@ -133,7 +133,8 @@ def v1_fused_kv_before_reinplace(version: str) -> torch.fx.Graph:
     kwargs = {"new_k": new, "new_v": new, "slot_mapping": slots}
     if version == "v1":
         af = g.graph.call_function(
-            torch.ops.higher_order.auto_functionalized, (torch.ops.ar_paging.paged_write.default,),
+            torch.ops.higher_order.auto_functionalized,
+            (torch.ops.ar_paging.paged_write.default,),
             {"k_pool": k, "v_pool": v, **kwargs},
         )
         outs = []
@@ -146,10 +147,20 @@ def v1_fused_kv_before_reinplace(version: str) -> torch.fx.Graph:
         g.call(aten.copy_.default, kv, g.call(aten.select_scatter.default, first, outs[1], 0, 1))
     else:
         af = g.graph.call_function(
-            torch.ops.higher_order.auto_functionalized_v2, (torch.ops.ar_paging.paged_write.default,),
-            {**kwargs, "_k_pool_base_index": 0, "_k_pool_size": [N, H, D], "_k_pool_stride": [H * D, D, 1],
-             "_k_pool_storage_offset": 0, "_v_pool_base_index": 0, "_v_pool_size": [N, H, D],
-             "_v_pool_stride": [H * D, D, 1], "_v_pool_storage_offset": POOL, "_all_bases": [kv]},
+            torch.ops.higher_order.auto_functionalized_v2,
+            (torch.ops.ar_paging.paged_write.default,),
+            {
+                **kwargs,
+                "_k_pool_base_index": 0,
+                "_k_pool_size": [N, H, D],
+                "_k_pool_stride": [H * D, D, 1],
+                "_k_pool_storage_offset": 0,
+                "_v_pool_base_index": 0,
+                "_v_pool_size": [N, H, D],
+                "_v_pool_stride": [H * D, D, 1],
+                "_v_pool_storage_offset": POOL,
+                "_all_bases": [kv],
+            },
         )
         out = g.graph.call_function(operator.getitem, (af, 1))
         with g.mode:

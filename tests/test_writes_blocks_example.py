@@ -21,8 +21,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples" / "engin
 from cases import build_case  # noqa: E402  (the example's own case factory)
 
 
-@pytest.mark.parametrize(("write", "kinds"), [("paged_write", []), ("side_effect", ["undeclared_write"]),
-                                               ("lost", ["lost_write"])])
+@pytest.mark.parametrize(
+    ("write", "kinds"), [("paged_write", []), ("side_effect", ["undeclared_write"]), ("lost", ["lost_write"])]
+)
 def test_the_three_cache_writes(write: str, kinds: list[str]) -> None:
     result = run_case(build_case(write, write=write), analysis_only=True)
     found = sorted({str(f.kind) for f in result.report.run_findings if f.fails})

@@ -13,7 +13,7 @@ from compile_checks.cli import main
 
 pytestmark = pytest.mark.compile
 
-CASES = '''
+CASES = """
 import torch
 import _writes_ops as ops
 from compile_checks import Case
@@ -44,7 +44,7 @@ def bad():
 
 def good():
     return [_declared("declared", max_recompiles=0)]
-'''
+"""
 
 
 @pytest.fixture

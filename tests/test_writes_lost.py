@@ -155,9 +155,12 @@ def test_an_eager_run_that_raises_fails_the_case_with_the_way_out() -> None:
 
     result = run_case(Case("eager-fails", ops.aten_write, pools={"cache": cache}, driver=driver), analysis_only=True)
     assert state["compiled"] and cache[[1, 3]].eq(1).all()
-    assert any("eager reference run of the lost-write check failed (RuntimeError" in e and "check_writes=False" in e
-               for e in result.report.errors), result.report.errors
+    assert any(
+        "eager reference run of the lost-write check failed (RuntimeError" in e and "check_writes=False" in e
+        for e in result.report.errors
+    ), result.report.errors
     assert not result.passed
-    ok = run_case(Case("off", ops.aten_write, pools={"cache": cache}, driver=driver, check_writes=False),
-                  analysis_only=True)
+    ok = run_case(
+        Case("off", ops.aten_write, pools={"cache": cache}, driver=driver, check_writes=False), analysis_only=True
+    )
     assert ok.passed, ok.report.problems

@@ -109,8 +109,10 @@ def test_undeclared_write_fails_a_case_both_ways() -> None:
         cache, k, q = _inputs()
         case = Case("u", ops.dummy_into_attention, (k, SLOTS, q), pools={"cache": cache}, expect_clean=expect_clean)
         result = run_case(case, analysis_only=True)
-        assert any(p.startswith("undeclared_write: w17_tests::hidden_kv_update wrote pool 'cache'")
-                   for p in result.report.problems), result.report.problems
+        assert any(
+            p.startswith("undeclared_write: w17_tests::hidden_kv_update wrote pool 'cache'")
+            for p in result.report.problems
+        ), result.report.problems
         assert not result.passed
         assert result.report.to_dict()["run_findings"][0]["kind"] == "undeclared_write"
 

@@ -29,8 +29,9 @@ def _run(fn, analysis_only: bool, update_in_forward: bool = False):
     with kv.vllm_forward() as (config, layer):
         layer.update_in_forward = update_in_forward
         q, k, v = (torch.randn(3, 2, 4) for _ in range(3))
-        case = Case(fn.__name__, fn, pools=pools_from_forward_context(config),
-                    driver=kv.driver_for(config, SLOTS, q, k, v))
+        case = Case(
+            fn.__name__, fn, pools=pools_from_forward_context(config), driver=kv.driver_for(config, SLOTS, q, k, v)
+        )
         result = run_case(case, analysis_only=analysis_only)
         return result, layer.kv_cache.clone(), (k, v)
 
@@ -93,7 +94,8 @@ def test_backend_updating_in_attention_forward_is_attributed(analysis_only: bool
     found = _by_kind(result)
     assert set(found) == {WriteProblem.SIDE_EFFECT_WRITE}, result.report.run_findings
     assert {(f.op, f.pool) for f in found[WriteProblem.SIDE_EFFECT_WRITE]} == {
-        ("vllm::unified_attention_with_output", K), ("vllm::unified_attention_with_output", V)
+        ("vllm::unified_attention_with_output", K),
+        ("vllm::unified_attention_with_output", V),
     }
     assert result.passed, result.report.problems
     assert torch.equal(cache[0][SLOTS], k)

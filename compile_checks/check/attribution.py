@@ -146,10 +146,14 @@ def _clone(site: CloneSite, region: Region, hit: object) -> SurvivingClone:
     )
 
 
-def _cross_check(region: int, functionalized: list[FunctionalizedArg], sites: list[CloneSite], notes: list[str]) -> None:
+def _cross_check(
+    region: int, functionalized: list[FunctionalizedArg], sites: list[CloneSite], notes: list[str]
+) -> None:
     """Note where the reinplace decision (meta) and the final graph disagree (custom-op clones only)."""
     cloned = {(f.op, f.arg) for f in functionalized if f.cloned}
-    found = {pair for s in sites if s.kind == CopyKind.FUNCTIONALIZATION_CLONE for pair in ((s.op, s.arg), *s.also_feeds)}
+    found = {
+        pair for s in sites if s.kind == CopyKind.FUNCTIONALIZATION_CLONE for pair in ((s.op, s.arg), *s.also_feeds)
+    }
     for op, arg in sorted(cloned - found):
         notes.append(
             f"region {region}: reinplace kept a clone for {op}.{arg} whose value is never written back into "

@@ -36,12 +36,12 @@ import torch._inductor.metrics as inductor_metrics
 from torch._inductor import compile_fx as compile_fx_module
 from torch._inductor.fx_passes import post_grad as post_grad_module
 
+from compile_checks.check.graph.aten_writes import whole_pool_passes
 from compile_checks.check.graph.blind_spots import subgraph_mutations
-from compile_checks.check.graph.input_offsets import rebase_input_offsets
+from compile_checks.check.graph.copies import find_copy_sites, misplaced_write_backs
 from compile_checks.check.graph.functionalized import FunctionalizedArg, functionalized_calls
 from compile_checks.check.graph.geometry import StorageRef, SymbolBinder, TensorGeometry, geometry_of, symbol_binders
-from compile_checks.check.graph.aten_writes import whole_pool_passes
-from compile_checks.check.graph.copies import find_copy_sites, misplaced_write_backs
+from compile_checks.check.graph.input_offsets import rebase_input_offsets
 from compile_checks.check.graph.sites import CloneSite
 from compile_checks.check.hooks import session_lock, verify_inductor_hooks
 from compile_checks.check.kernel_metrics import kernel_byte_metrics
@@ -163,7 +163,9 @@ class Probe:
         return post_grad_passes
 
     # ---- the backend ---------------------------------------------------------------------
-    def _inner_compile(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *args: Any, region: Region, **kwargs: Any) -> Any:
+    def _inner_compile(
+        self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *args: Any, region: Region, **kwargs: Any
+    ) -> Any:
         inner = InnerGraph(is_backward=bool(kwargs.get("is_backward", False)))
         region.inner.append(inner)
         saved = (self._current_inner, self._current_gm, self._post_grad_seconds)
@@ -186,8 +188,14 @@ class Probe:
             self.write_watch.on_compiled(out, gm, region.index)
         return out
 
-    def backend(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *, mode: str | None = None,
-                options: Mapping[str, Any] | None = None) -> Callable[..., Any]:
+    def backend(
+        self,
+        gm: torch.fx.GraphModule,
+        example_inputs: Sequence[Any],
+        *,
+        mode: str | None = None,
+        options: Mapping[str, Any] | None = None,
+    ) -> Callable[..., Any]:
         """A dynamo backend: ``compile_fx`` with the instrumented inner compile.
 
         ``mode`` / ``options`` are what ``torch.compile(fn, backend=<this>, mode=..., options=...)``
@@ -212,7 +220,7 @@ class Probe:
         )
         self._last_backend_end = end
         region.kernel_bytes = int(inductor_metrics.num_bytes_accessed)
-        return _count_calls(compiled, region)
+        return _count_calls(compiled, region)  # type: ignore[arg-type]  # compile_fx's union: a callable here
 
     def frame_started(self, _args: object = None) -> None:
         """Dynamo's compile-start callback: the dynamo phase of the next region starts here."""
@@ -235,7 +243,7 @@ def _run_fx_graph(gm: torch.fx.GraphModule) -> Any:
 
     out = MockFXGraphCacheOutput(gm=None)
     out.current_callable = call  # type: ignore[attr-defined]
-    out.gm = lambda args: out.current_callable(args)  # type: ignore[attr-defined]
+    out.gm = out.current_callable  # type: ignore[attr-defined]
     return out
 
 

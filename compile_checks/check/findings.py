@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import torch
+
 from compile_checks.vocab import CopyKind
 
 

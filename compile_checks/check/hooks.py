@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
+
 from compile_checks.errors import CompileChecksError
 
 

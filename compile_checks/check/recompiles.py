@@ -157,11 +157,17 @@ def recompile_findings(table: dict[str, dict[str, Any]], max_recompiles: int | N
         if n <= max_recompiles:
             continue
         shown = "; ".join(entry["reasons"][:5]) or "no guard failure recorded"
-        out.append(RecompileFinding(
-            CompileProblem.TOO_MANY_RECOMPILES, code, entry["graphs"], max_recompiles, tuple(entry["reasons"]),
-            f"{code} was recompiled {n} time(s) ({entry['graphs']} graph(s)), more than max_recompiles="
-            f"{max_recompiles}; guard failures: {shown}",
-        ))
+        out.append(
+            RecompileFinding(
+                CompileProblem.TOO_MANY_RECOMPILES,
+                code,
+                entry["graphs"],
+                max_recompiles,
+                tuple(entry["reasons"]),
+                f"{code} was recompiled {n} time(s) ({entry['graphs']} graph(s)), more than max_recompiles="
+                f"{max_recompiles}; guard failures: {shown}",
+            )
+        )
     return out
 
 

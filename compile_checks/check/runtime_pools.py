@@ -67,7 +67,11 @@ class PoolIndex:
             # it, another layer's slice): pinning it on a named neighbour would be a wrong name
             return None
         for n, r in same.items():
-            if (r.storage_offset, r.shape, r.stride) == (placeholder.storage_offset, placeholder.shape, placeholder.stride):
+            if (r.storage_offset, r.shape, r.stride) == (
+                placeholder.storage_offset,
+                placeholder.shape,
+                placeholder.stride,
+            ):
                 return n
         return next(iter(same))
 
@@ -121,7 +125,10 @@ class CallRecorder:
             for a in args:
                 if isinstance(a, torch.Tensor):
                     self.received.update(self.pools.touched(a))
-        refs = tuple(StorageRef.of(args[i]) if i < len(args) and isinstance(args[i], torch.Tensor) else None for i in self._watched)
+        refs = tuple(
+            StorageRef.of(a) if isinstance(a := (args[i] if i < len(args) else None), torch.Tensor) else None
+            for i in self._watched
+        )
         bindings = bind_symbols(self.binders, args) if self.binders else {}
         key = (refs, tuple(sorted((str(k), v) for k, v in bindings.items())))
         if key in self._seen:

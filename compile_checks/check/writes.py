@@ -52,9 +52,7 @@ TRUSTED_NAMESPACES: frozenset[str] = frozenset(
     {"aten", "prims", "inductor", "_c10d_functional", "c10d_functional", "profiler", "debugprims"}
 )
 # vLLM 0.33's side-effect KV write and the op its dummy output must feed (ordering + liveness)
-VLLM_KV_UPDATE_OPS: frozenset[str] = frozenset(
-    {"vllm::unified_kv_cache_update", "vllm::unified_mla_kv_cache_update"}
-)
+VLLM_KV_UPDATE_OPS: frozenset[str] = frozenset({"vllm::unified_kv_cache_update", "vllm::unified_mla_kv_cache_update"})
 # vLLM's attention ops: with a backend whose forward includes the KV update they write the forward
 # context's cache themselves; they declare ``output`` mutated, so Inductor keeps them (a fallback with side effects)
 VLLM_ATTENTION_OPS: frozenset[str] = frozenset(
@@ -342,18 +340,28 @@ class RegionWriteWatch:
                     continue
                 where = f"region {rw.region} node {n.node}"
                 if n.in_generated_code is False:
-                    found.append(WriteFinding(
-                        WriteProblem.DROPPED_WRITE_OP, "", n.op, region=rw.region,
-                        message=f"{n.op} ({where}) is in the final post-grad graph but not in Inductor's generated "
-                        "code: the compiled region never writes its KV cache",
-                    ))
+                    found.append(
+                        WriteFinding(
+                            WriteProblem.DROPPED_WRITE_OP,
+                            "",
+                            n.op,
+                            region=rw.region,
+                            message=f"{n.op} ({where}) is in the final post-grad graph but not in Inductor's generated "
+                            "code: the compiled region never writes its KV cache",
+                        )
+                    )
                 elif not n.anchored:
-                    found.append(WriteFinding(
-                        WriteProblem.UNANCHORED_WRITE_OP, "", n.op, region=rw.region,
-                        message=f"{n.op} ({where}): its dummy output feeds no op Inductor must keep "
-                        "(vLLM passes it to unified_attention_with_output as kv_cache_dummy_dep); "
-                        "Inductor's codegen may drop the KV write",
-                    ))
+                    found.append(
+                        WriteFinding(
+                            WriteProblem.UNANCHORED_WRITE_OP,
+                            "",
+                            n.op,
+                            region=rw.region,
+                            message=f"{n.op} ({where}): its dummy output feeds no op Inductor must keep "
+                            "(vLLM passes it to unified_attention_with_output as kv_cache_dummy_dep); "
+                            "Inductor's codegen may drop the KV write",
+                        )
+                    )
         return found
 
 
@@ -366,7 +374,13 @@ def _write_finding(
     details = {"anchored": anchored, "in_generated_code": emitted, "node": node.node if node else None}
     if op in VLLM_ATTENTION_OPS:
         return WriteFinding(
-            WriteProblem.SIDE_EFFECT_WRITE, pool, op, rows=rows, nbytes=nbytes, region=region, fails=False,
+            WriteProblem.SIDE_EFFECT_WRITE,
+            pool,
+            op,
+            rows=rows,
+            nbytes=nbytes,
+            region=region,
+            fails=False,
             details={**details, "anchored": True},
             message=f"{op} wrote pool {pool!r} rows {_fmt_rows(rows)}, {nbytes} bytes, through vLLM's forward "
             "context (recognised: a backend whose forward includes the KV update; the op declares its output "
@@ -374,7 +388,13 @@ def _write_finding(
         )
     if op in VLLM_KV_UPDATE_OPS and anchored:
         return WriteFinding(
-            WriteProblem.SIDE_EFFECT_WRITE, pool, op, rows=rows, nbytes=nbytes, region=region, fails=False,
+            WriteProblem.SIDE_EFFECT_WRITE,
+            pool,
+            op,
+            rows=rows,
+            nbytes=nbytes,
+            region=region,
+            fails=False,
             details=details,
             message=f"{op} wrote pool {pool!r} rows {_fmt_rows(rows)}, {nbytes} bytes, through vLLM's forward "
             "context (recognised side-effect write: its dummy output orders it before attention)",
@@ -383,7 +403,13 @@ def _write_finding(
     if anchored is False:
         risk = "its output feeds nothing Inductor must keep: Inductor's codegen may drop it"
     return WriteFinding(
-        WriteProblem.UNDECLARED_WRITE, pool, op, rows=rows, nbytes=nbytes, region=region, details=details,
+        WriteProblem.UNDECLARED_WRITE,
+        pool,
+        op,
+        rows=rows,
+        nbytes=nbytes,
+        region=region,
+        details=details,
         message=f"{op} wrote pool {pool!r} (rows {_fmt_rows(rows)}, {nbytes} bytes) in region {region} though its "
         f"schema declares no mutation of it: {risk}; declare the write (Tensor(a!) / mutates_args)",
     )
@@ -460,17 +486,23 @@ class EagerReference:
             parts = [f"{len(unwritten)} never written by the compiled run"] if unwritten else []
             parts += [f"{len(extra)} written only by the compiled run"] if extra else []
             what = "; ".join(parts) or "written differently"
-            found.append(WriteFinding(
-                WriteProblem.LOST_WRITE, name, by, rows=tuple(rows), nbytes=nbytes,
-                details={"unwritten_rows": unwritten, "compiled_only_rows": extra, "eager_writers": writers},
-                message=f"pool {name!r}: rows {_fmt_rows(rows)} differ from the eager run after the compiled run "
-                f"({what}; {nbytes} bytes); eager wrote them with {by}",
-            ))
+            found.append(
+                WriteFinding(
+                    WriteProblem.LOST_WRITE,
+                    name,
+                    by,
+                    rows=tuple(rows),
+                    nbytes=nbytes,
+                    details={"unwritten_rows": unwritten, "compiled_only_rows": extra, "eager_writers": writers},
+                    message=f"pool {name!r}: rows {_fmt_rows(rows)} differ from the eager run after the compiled run "
+                    f"({what}; {nbytes} bytes); eager wrote them with {by}",
+                )
+            )
         return found
 
 
 def _row_changed(a: torch.Tensor, before: torch.Tensor, r: int) -> bool:
-    return bool(changed_rows(before[r:r + 1], a[r:r + 1]))
+    return bool(changed_rows(before[r : r + 1], a[r : r + 1]))
 
 
 def _differs(now: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:

@@ -86,7 +86,9 @@ def copy_graph(graph: torch.fx.Graph) -> torch.fx.Graph:
     return copy
 
 
-def cloned_without_pass(pristine: torch.fx.GraphModule, is_inference: bool, pass_name: str) -> set[tuple[str, tuple[str, ...]]]:
+def cloned_without_pass(
+    pristine: torch.fx.GraphModule, is_inference: bool, pass_name: str
+) -> set[tuple[str, tuple[str, ...]]]:
     """(node, args) still cloned when the post-grad passes run on ``pristine`` with ``pass_name`` off."""
     seen: set[tuple[str, tuple[str, ...]]] = set()
     real_reinplace = inductor_reinplace.reinplace_inplaceable_ops
@@ -142,9 +144,17 @@ class PostGradRecorder:
         logger.addHandler(self._log)
         try:
             with (
-                mock.patch.object(compile_fx_module, "post_grad_passes", self._wrap_post_grad(compile_fx_module.post_grad_passes)),
-                mock.patch.object(GraphTransformObserver, "apply_graph_pass", self._wrap_apply(GraphTransformObserver.apply_graph_pass)),
-                mock.patch.object(GraphTransformObserver, "apply_gm_pass", self._wrap_apply(GraphTransformObserver.apply_gm_pass)),
+                mock.patch.object(
+                    compile_fx_module, "post_grad_passes", self._wrap_post_grad(compile_fx_module.post_grad_passes)
+                ),
+                mock.patch.object(
+                    GraphTransformObserver,
+                    "apply_graph_pass",
+                    self._wrap_apply(GraphTransformObserver.apply_graph_pass),
+                ),
+                mock.patch.object(
+                    GraphTransformObserver, "apply_gm_pass", self._wrap_apply(GraphTransformObserver.apply_gm_pass)
+                ),
             ):
                 yield self
         finally:

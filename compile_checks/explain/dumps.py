@@ -101,8 +101,10 @@ def _rel(path: str | None, root: Path) -> str:
 def render_index(report: CloneReport, probe: Probe, dump_dir: str) -> str:
     """Markdown index: per region its files, its mutated arguments, its surviving clones."""
     root = Path(dump_dir)
-    verdict = "CLEAN: every mutated pool argument was re-inplaced" if report.clean else (
-        f"{len(report.clones)} surviving pool clone(s), {report.clone_bytes} bytes per execution"
+    verdict = (
+        "CLEAN: every mutated pool argument was re-inplaced"
+        if report.clean
+        else (f"{len(report.clones)} surviving pool clone(s), {report.clone_bytes} bytes per execution")
     )
     lines = [
         "# compile_checks dump index",
@@ -178,8 +180,10 @@ def write_explained_graphs(
         if not rec.refusals or rec.region not in names:
             continue
         files: dict[str, str] = {}
-        for key, kind, code in (("before_reinplace", "BEFORE_REINPLACE", rec.before_reinplace),
-                                ("post_grad", "POST_GRAD", rec.post_grad)):
+        for key, kind, code in (
+            ("before_reinplace", "BEFORE_REINPLACE", rec.before_reinplace),
+            ("post_grad", "POST_GRAD", rec.post_grad),
+        ):
             if code:
                 path = root / f"{names[rec.region]}.{kind}.{rec.ordinal}.py"
                 path.write_text(code.lstrip("\n"))
@@ -190,7 +194,9 @@ def write_explained_graphs(
         e = c.explanation
         if e is None:
             return c
-        rec = next((r for r in records if r.region == c.region and any(x.node == e.write_node for x in r.refusals)), None)
+        rec = next(
+            (r for r in records if r.region == c.region and any(x.node == e.write_node for x in r.refusals)), None
+        )
         files = written.get((rec.region, rec.ordinal), {}) if rec is not None else {}
         return dataclasses.replace(c, explanation=dataclasses.replace(e, graph_files=files)) if files else c
 
@@ -229,10 +235,15 @@ def _cell(row: tuple[int | None, str, bool] | None) -> str:
     return head + (body if len(body) <= room else body[: room - 1] + "~")
 
 
-def side_by_side(left: list[tuple[int | None, str, bool]], right: list[tuple[int | None, str, bool]],
-                 titles: tuple[str, str]) -> list[str]:
+def side_by_side(
+    left: list[tuple[int | None, str, bool]], right: list[tuple[int | None, str, bool]], titles: tuple[str, str]
+) -> list[str]:
     """Two excerpts as fixed-width columns (a fenced block reads the same in a terminal and a browser)."""
-    out = ["```text", f"{titles[0]:<{_EXCERPT_WIDTH}} | {titles[1]}", f"{'-' * _EXCERPT_WIDTH}-+-{'-' * _EXCERPT_WIDTH}"]
+    out = [
+        "```text",
+        f"{titles[0]:<{_EXCERPT_WIDTH}} | {titles[1]}",
+        f"{'-' * _EXCERPT_WIDTH}-+-{'-' * _EXCERPT_WIDTH}",
+    ]
     for i in range(max(len(left), len(right))):
         a = _cell(left[i] if i < len(left) else None)
         b = _cell(right[i] if i < len(right) else None)

@@ -31,24 +31,30 @@ CUSTOM_PASS_FIX = (
 )
 FIXES: dict[str, str] = {
     Cause.SHARED_STORAGE: (
-        "allocate K and V as separate tensors (for example `ar_paging.allocate_kv_pool_with_views`); or pass the one `(2, ...)` "
-        "allocation whole and take `kv[0]` / `kv[1]` inside the compiled region (vLLM: hand the attention layer its "
-        "`kv_cache` tensor whole, not pre-split views of it); the whole-tensor form needs auto_functionalized_v2 "
+        "allocate K and V as separate tensors (for example `ar_paging.allocate_kv_pool_with_views`); "
+        "or pass the one `(2, ...)` allocation whole and take `kv[0]` / `kv[1]` inside the compiled region "
+        "(vLLM: hand the attention layer its `kv_cache` tensor whole, not pre-split views of it); "
+        "the whole-tensor form needs auto_functionalized_v2 "
         "(under v1 Inductor clones views of an input: see `view_of_input_v1`)"
     ),
     Cause.READ_AFTER_WRITE: (
         "commit before the window gather (the write-then-read order is clean by construction), or read the "
         "new values from what the write produced instead of the pool"
     ),
-    Cause.VIEW_NOT_WRITTEN_BACK: "pass the pool to the compiled region as a whole tensor it writes, not a view derived inside it",
+    Cause.VIEW_NOT_WRITTEN_BACK: (
+        "pass the pool to the compiled region as a whole tensor it writes, not a view derived inside it"
+    ),
     Cause.VIEW_OF_INPUT_V1: (
-        "pass K and V to the compiled region as separate tensors (for example `ar_paging.allocate_kv_pool_with_views`), or "
-        "functionalize with auto_functionalized_v2: torch `torch._inductor.config.enable_auto_functionalized_v2 = True` "
+        "pass K and V to the compiled region as separate tensors (for example "
+        "`ar_paging.allocate_kv_pool_with_views`), or functionalize with auto_functionalized_v2: torch "
+        "`torch._inductor.config.enable_auto_functionalized_v2 = True` "
         "(the default); vLLM 0.33 sets it False for every compile, override with "
         "`CompilationConfig(inductor_compile_config={'enable_auto_functionalized_v2': True})` (vLLM's own fusion "
         "passes expect v1)"
     ),
-    Cause.OUTPUT_ALIAS: "do not return the pool (or a view of it) from the compiled region; return what you computed from it",
+    Cause.OUTPUT_ALIAS: (
+        "do not return the pool (or a view of it) from the compiled region; return what you computed from it"
+    ),
     Cause.OTHER: "see Inductor's reason above; keep the dump (`dump_dir=`) and report it with the graphs",
 }
 
@@ -97,7 +103,9 @@ class Explanation:
             through = f" (through {self.wrapper_line})" if self.wrapper_line else ""
             parts.append(f"written at {self.user_line}{through}")
         if self.culprit_pass:
-            parts.append(f"caused by {self.culprit_pass}" + (" (verified)" if self.culprit_verified else " (not verified)"))
+            parts.append(
+                f"caused by {self.culprit_pass}" + (" (verified)" if self.culprit_verified else " (not verified)")
+            )
         parts.append(f"fix: {self.fix}")
         return "; ".join(parts)
 
@@ -133,8 +141,13 @@ def fix_for(cause: str, culprit: str | None) -> str:
 _INDUCTOR_REORDER_PASSES = ("reorder_for_locality",)
 
 
-def _pool_of(record: GraphRecord, placeholder: str | None, probe: Any, pools: Mapping[str, torch.Tensor] | None,
-             anchor: tuple[str | None, str | None] = (None, None)) -> str | None:
+def _pool_of(
+    record: GraphRecord,
+    placeholder: str | None,
+    probe: Any,
+    pools: Mapping[str, torch.Tensor] | None,
+    anchor: tuple[str | None, str | None] = (None, None),
+) -> str | None:
     """The caller's pool name of graph input ``placeholder`` (runtime storage + geometry), taken from
     the call in which graph input ``anchor[0]`` held pool ``anchor[1]`` (a region runs once per layer)."""
     if probe is None or not pools or placeholder not in record.placeholders:
@@ -147,7 +160,7 @@ def _pool_of(record: GraphRecord, placeholder: str | None, probe: Any, pools: Ma
 
     region = next((r for r in probe.regions if r.index == record.region), None)
     for inner in region.inner if region is not None else []:
-        for sig in (inner.recorder.signatures if inner.recorder is not None else []):
+        for sig in inner.recorder.signatures if inner.recorder is not None else []:
             if len(sig) != len(record.placeholders):
                 continue
             if anchor[1] is None or pool_at(sig, anchor[0]) == anchor[1]:
@@ -155,8 +168,14 @@ def _pool_of(record: GraphRecord, placeholder: str | None, probe: Any, pools: Ma
     return None
 
 
-def explanation_of(refusal: Refusal, record: GraphRecord, index: int, clone: SurvivingClone,
-                   probe: Any = None, pools: Mapping[str, torch.Tensor] | None = None) -> Explanation:
+def explanation_of(
+    refusal: Refusal,
+    record: GraphRecord,
+    index: int,
+    clone: SurvivingClone,
+    probe: Any = None,
+    pools: Mapping[str, torch.Tensor] | None = None,
+) -> Explanation:
     """Turn one recorded refusal into the user-facing :class:`Explanation` of ``clone``."""
     arg = clone.arg if clone.arg in refusal.args else "/".join(refusal.args)
     where = f"graph input {refusal.placeholder}" if refusal.placeholder else f"graph node {refusal.base}"
@@ -174,9 +193,13 @@ def explanation_of(refusal: Refusal, record: GraphRecord, index: int, clone: Sur
         )
     elif refusal.cause == Cause.READ_AFTER_WRITE:
         first = conflicts[0].describe() if conflicts else "a later node"
-        reason = f"the old value of {me} is read after the write by {first} in the final order, so Inductor keeps a copy"
+        reason = (
+            f"the old value of {me} is read after the write by {first} in the final order, so Inductor keeps a copy"
+        )
         if culprit:
-            reason += f"; `{culprit}` moved that read below the write (it came before it in the graph the pass received)"
+            reason += (
+                f"; `{culprit}` moved that read below the write (it came before it in the graph the pass received)"
+            )
         else:
             reason += "; the read follows the write in the program itself"
     elif refusal.cause == Cause.OUTPUT_ALIAS:
@@ -186,8 +209,15 @@ def explanation_of(refusal: Refusal, record: GraphRecord, index: int, clone: Sur
     else:
         reason = f"{me}: {refusal.detail}"
     return Explanation(
-        cause=refusal.cause, reason=reason, user_line=refusal.user_line, wrapper_line=refusal.wrapper_line, conflicting=conflicts,
-        culprit_pass=culprit, culprit_verified=verified, fix=fix_for(refusal.cause, culprit), write_node=refusal.node,
+        cause=refusal.cause,
+        reason=reason,
+        user_line=refusal.user_line,
+        wrapper_line=refusal.wrapper_line,
+        conflicting=conflicts,
+        culprit_pass=culprit,
+        culprit_verified=verified,
+        fix=fix_for(refusal.cause, culprit),
+        write_node=refusal.node,
     )
 
 
@@ -207,8 +237,12 @@ def _find(records: list[GraphRecord], clone: SurvivingClone) -> tuple[GraphRecor
     return None
 
 
-def explain_clone(clone: SurvivingClone, records: list[GraphRecord], probe: Any = None,
-                  pools: Mapping[str, torch.Tensor] | None = None) -> Explanation:
+def explain_clone(
+    clone: SurvivingClone,
+    records: list[GraphRecord],
+    probe: Any = None,
+    pools: Mapping[str, torch.Tensor] | None = None,
+) -> Explanation:
     found = _find([r for r in records if r.region == clone.region], clone)
     if found is None:
         logs = "; ".join(line for r in records if r.region == clone.region for line in r.inductor_log.values())
@@ -242,4 +276,4 @@ def explain_report(report: CloneReport, probe: Any, check: Any) -> CloneReport:
     return report
 
 
-__all__ = ["Conflict", "Explanation", "FIXES", "explain_clone", "explain_report", "explanation_of", "fix_for"]
+__all__ = ["FIXES", "Conflict", "Explanation", "explain_clone", "explain_report", "explanation_of", "fix_for"]

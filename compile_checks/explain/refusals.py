@@ -30,7 +30,6 @@ from torch._inductor.fx_utils import get_node_storage
 from compile_checks.explain.user_source import user_line, wrapper_line
 from compile_checks.vocab import Cause
 
-
 _AF_V1 = torch.ops.higher_order.auto_functionalized
 _AF_V2 = torch.ops.higher_order.auto_functionalized_v2
 _PLACEHOLDERS = ("placeholder", "get_attr")
@@ -125,8 +124,13 @@ class GraphFacts:
                             facts.copy_via_views[(m, base)] = node
         return facts
 
-    def uses_after(self, node: torch.fx.Node, views: Iterable[torch.fx.Node], copy_node: torch.fx.Node | None,
-                   mutated_arg: torch.fx.Node) -> list[torch.fx.Node]:
+    def uses_after(
+        self,
+        node: torch.fx.Node,
+        views: Iterable[torch.fx.Node],
+        copy_node: torch.fx.Node | None,
+        mutated_arg: torch.fx.Node,
+    ) -> list[torch.fx.Node]:
         """Inductor's ``any_use_of_views_after_node``, returning the offending users instead of a bool."""
         loc = self.node_order[node]
         copy_loc = self.node_order[copy_node] if copy_node is not None else None
@@ -155,7 +159,7 @@ def _meta_only(node: torch.fx.Node) -> bool:
 def _overlaps(a: torch.fx.Node, b: torch.fx.Node) -> bool:
     try:
         return len(inductor_reinplace.compute_overlapping_tensors([a.meta["val"], b.meta["val"]])) != 0
-    except Exception:  # noqa: BLE001 - Inductor treats an undecidable overlap as an overlap
+    except Exception:
         return True
 
 
@@ -179,7 +183,11 @@ def refusal_of(facts: GraphFacts, node: torch.fx.Node, mutated: Any) -> tuple[Ca
         copy_node = facts.copy_nodes.get(mutated)
         if copy_node is None:
             # no copy_ epilogue: the program does not mutate this input, so its old value must stay
-            return Cause.VIEW_NOT_WRITTEN_BACK, f"graph input `{mutated.name}` is never written back (no copy_ epilogue)", []
+            return (
+                Cause.VIEW_NOT_WRITTEN_BACK,
+                f"graph input `{mutated.name}` is never written back (no copy_ epilogue)",
+                [],
+            )
         return _later_uses(facts, node, views, copy_node, mutated)
     if any(v.op in _PLACEHOLDERS for v in views):
         # a view of a graph input: only reinplaceable when a later copy_ writes this op's result back
@@ -193,14 +201,18 @@ def refusal_of(facts: GraphFacts, node: torch.fx.Node, mutated: Any) -> tuple[Ca
                 # through views only for its in-place-able ATen ops (copy_args_to_copy_nodes_via_views),
                 # never for auto_functionalized, so a view of an input is always cloned under v1
                 return Cause.VIEW_OF_INPUT_V1, _v1_view_detail(mutated, base, input_copy), [base]
-            return Cause.VIEW_NOT_WRITTEN_BACK, (
-                f"`{mutated.name}` is a view of graph input `{base.name}` that no copy_ writes back from this op"
-            ), [base]
+            return (
+                Cause.VIEW_NOT_WRITTEN_BACK,
+                (f"`{mutated.name}` is a view of graph input `{base.name}` that no copy_ writes back from this op"),
+                [base],
+            )
         dst, src = cast(torch.fx.Node, copy_node.args[0]), cast(torch.fx.Node, copy_node.args[1])  # copy_(dst, src)
         if not inductor_reinplace._is_layout_preserving_view_copy_back(dst, src, mutated, node):
-            return Cause.VIEW_NOT_WRITTEN_BACK, (
-                f"`{mutated.name}` is a view of `{dst.name}` whose write-back does not preserve its layout"
-            ), [dst]
+            return (
+                Cause.VIEW_NOT_WRITTEN_BACK,
+                (f"`{mutated.name}` is a view of `{dst.name}` whose write-back does not preserve its layout"),
+                [dst],
+            )
         return _later_uses(facts, node, views, copy_node, dst)
     return _later_uses(facts, node, views, None, mutated)
 
@@ -217,8 +229,13 @@ def _v1_view_detail(mutated: torch.fx.Node, base: torch.fx.Node, input_copy: tor
     )
 
 
-def _later_uses(facts: GraphFacts, node: torch.fx.Node, views: list[torch.fx.Node], copy_node: torch.fx.Node | None,
-                mutated: torch.fx.Node) -> tuple[Cause, str, list[torch.fx.Node]] | None:
+def _later_uses(
+    facts: GraphFacts,
+    node: torch.fx.Node,
+    views: list[torch.fx.Node],
+    copy_node: torch.fx.Node | None,
+    mutated: torch.fx.Node,
+) -> tuple[Cause, str, list[torch.fx.Node]] | None:
     users = facts.uses_after(node, views, copy_node, mutated)
     if not users:
         return None
@@ -299,13 +316,15 @@ def explain_refusals(graph: torch.fx.Graph) -> list[Refusal]:
             else:
                 verdict = refusal_of(facts, node, mutated)
             if verdict is None:
-                reinplaced.update({s: names for s in storages})
+                reinplaced.update(dict.fromkeys(storages, names))
                 continue
             out.append(_refusal(node, op, names, mutated, verdict, None))
     return out
 
 
-def reconcile(replayed: list[Refusal], graph_after: torch.fx.Graph, inductor_log: Mapping[str, str] | None = None) -> list[Refusal]:
+def reconcile(
+    replayed: list[Refusal], graph_after: torch.fx.Graph, inductor_log: Mapping[str, str] | None = None
+) -> list[Refusal]:
     """Keep the replayed refusals Inductor really cloned (``graph_after``: the same graph after the pass);
     a clone the replay did not predict gets cause ``other`` with Inductor's own log line, never "unknown"."""
     log = dict(inductor_log or {})
@@ -320,13 +339,27 @@ def reconcile(replayed: list[Refusal], graph_after: torch.fx.Graph, inductor_log
         node = nodes[key[0]]
         is_hop = node.target in (_AF_V1, _AF_V2)
         mutated = next(m for n, m, _ in _candidates(node) if n == key[1])
-        verdict: tuple[Cause, str, list[torch.fx.Node]] = (Cause.OTHER, "Inductor cloned it, though none of the replayed reinplace rules refuses it", [])
-        out.append(_refusal(node, op_label(node.args[0] if is_hop else node.target), key[1], mutated, verdict, log.get(node.name)))
+        verdict: tuple[Cause, str, list[torch.fx.Node]] = (
+            Cause.OTHER,
+            "Inductor cloned it, though none of the replayed reinplace rules refuses it",
+            [],
+        )
+        out.append(
+            _refusal(
+                node, op_label(node.args[0] if is_hop else node.target), key[1], mutated, verdict, log.get(node.name)
+            )
+        )
     return out
 
 
-def _refusal(node: torch.fx.Node, op: str, names: tuple[str, ...], mutated: Any,
-             verdict: tuple[Cause, str, list[torch.fx.Node]], log_line: str | None) -> Refusal:
+def _refusal(
+    node: torch.fx.Node,
+    op: str,
+    names: tuple[str, ...],
+    mutated: Any,
+    verdict: tuple[Cause, str, list[torch.fx.Node]],
+    log_line: str | None,
+) -> Refusal:
     cause, detail, evidence = verdict
     base = mutated if isinstance(mutated, torch.fx.Node) else mutated[0]
     root = _root(base)
@@ -341,10 +374,19 @@ def _refusal(node: torch.fx.Node, op: str, names: tuple[str, ...], mutated: Any,
     if cause == Cause.OTHER and log_line:
         detail = f"{detail}; Inductor: {log_line}"
     return Refusal(
-        cause=cause, node=node.name, op=op, args=names, base=base.name,
-        placeholder=root.name if root.op in _PLACEHOLDERS else None, detail=detail, user_line=user_line(node),
+        cause=cause,
+        node=node.name,
+        op=op,
+        args=names,
+        base=base.name,
+        placeholder=root.name if root.op in _PLACEHOLDERS else None,
+        detail=detail,
+        user_line=user_line(node),
         wrapper_line=wrapper_line(node),
-        other_args=other_args, other_base=other_base, readers=readers, inductor_log=log_line,
+        other_args=other_args,
+        other_base=other_base,
+        readers=readers,
+        inductor_log=log_line,
     )
 
 

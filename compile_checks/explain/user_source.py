@@ -65,8 +65,11 @@ def parse_stack_trace(stack_trace: str | None) -> list[Frame]:
 # frame there is an op's wrapper, not the model line the user wants named
 _INSTALLED_DIRS = tuple(
     str(Path(p).resolve())
-    for p in {*(sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")),
-              *site.getsitepackages(), site.getusersitepackages()}
+    for p in {
+        *(sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")),
+        *site.getsitepackages(),
+        site.getusersitepackages(),
+    }
     if p and Path(p).is_dir()
 )
 _WRAPPER_PACKAGES = ("ar_paging", "vllm", "vllm_omni")
@@ -145,7 +148,9 @@ def short_path(path: str) -> str:
 def absolute_path(location: str) -> Path | None:
     """The file of a ``"path:line"`` location (as :func:`short_path` wrote it), if it exists."""
     path = location.rsplit(":", 1)[0]
-    candidates = [Path(path)] if Path(path).is_absolute() else [Path.cwd() / path, *(Path(e) / path for e in sys.path if e)]
+    candidates = (
+        [Path(path)] if Path(path).is_absolute() else [Path.cwd() / path, *(Path(e) / path for e in sys.path if e)]
+    )
     for c in candidates:
         if c.is_file():
             return c.resolve()

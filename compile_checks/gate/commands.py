@@ -120,8 +120,14 @@ def run_gate(args: argparse.Namespace, command: str, mode: Mode, config: GateCon
         if args.json:
             print(json_document(outcomes, code, seconds, gate_plan.notes))
         else:
-            print_results(outcomes, title=f"compile-checks {command}", code=code, seconds=seconds,
-                          notes=gate_plan.notes, timings=bool(args.timings))
+            print_results(
+                outcomes,
+                title=f"compile-checks {command}",
+                code=code,
+                seconds=seconds,
+                notes=gate_plan.notes,
+                timings=bool(args.timings),
+            )
             if dump_root is not None:
                 print(f"dumps: {dump_root}/<case>/index.md")
     except BrokenPipeError:
@@ -133,20 +139,32 @@ def run_list(args: argparse.Namespace, mode: Mode, config: GateConfig | None) ->
     """``list``: the built-in scenarios, or the cases the targets / the table name (nothing compiles)."""
     if args.targets or args.scenario or (config is not None and config.targets):
         rows: list[dict[str, Any]] = [
-            {"name": p.label, "group": p.group, "pipeline": p.pipeline, "expect_clean": p.expect_clean,
-             "mode": "analysis" if p.analysis_only else "full"}
+            {
+                "name": p.label,
+                "group": p.group,
+                "pipeline": p.pipeline,
+                "expect_clean": p.expect_clean,
+                "mode": "analysis" if p.analysis_only else "full",
+            }
             for p in plan(args, "list", mode, config).cases
         ]
-        lines = [f"{r['name']:28s} {r['group']:40s} {r['mode']:8s} expect {'clean' if r['expect_clean'] else 'clones'}"
-                 for r in rows]
+        lines = [
+            f"{r['name']:28s} {r['group']:40s} {r['mode']:8s} expect {'clean' if r['expect_clean'] else 'clones'}"
+            for r in rows
+        ]
     else:
         # here, not at the top: importing the scenarios imports vLLM (after prepare_process_for_vllm only)
         prepare_process_for_vllm()
         from compile_checks.scenarios import DEFAULT_GATE, SCENARIOS
 
         rows = [
-            {"name": s.name, "layout": s.layout, "expect_clean": s.expect_clean, "in_gate": s.name in DEFAULT_GATE,
-             "description": s.description}
+            {
+                "name": s.name,
+                "layout": s.layout,
+                "expect_clean": s.expect_clean,
+                "in_gate": s.name in DEFAULT_GATE,
+                "description": s.description,
+            }
             for s in SCENARIOS.values()
         ]
         lines = [

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from compile_checks.vocab import PIPELINES
 from compile_checks.errors import CompileChecksError
+from compile_checks.vocab import PIPELINES
 
 # key -> (expected Python type, what it means); the README lists the same table
 KNOWN_KEYS: dict[str, tuple[type, str]] = {
@@ -50,7 +50,7 @@ def _check_type(path: Path, key: str, value: Any) -> None:
     want, _ = KNOWN_KEYS[key]
     if not isinstance(value, want):
         raise ConfigError(f"{path}: [tool.compile_checks] {key} must be a {want.__name__}, got {type(value).__name__}")
-    if want is list and not all(isinstance(v, str) for v in value):
+    if isinstance(value, list) and not all(isinstance(v, str) for v in value):
         raise ConfigError(f"{path}: [tool.compile_checks] {key} must be a list of strings")
 
 
@@ -79,12 +79,12 @@ def load_config(pyproject: str | Path) -> GateConfig | None:
     for key in ("targets", "pipelines"):
         if key in table and not table[key]:
             # an empty list is not "unset": it would silently gate the built-in scenarios instead
-            raise ConfigError(
-                f"{path}: [tool.compile_checks] {key} is empty; name at least one, or remove the key"
-            )
+            raise ConfigError(f"{path}: [tool.compile_checks] {key} is empty; name at least one, or remove the key")
     bad = [p for p in table.get("pipelines", []) if p not in PIPELINES]
     if bad:
-        raise ConfigError(f"{path}: [tool.compile_checks] pipelines: unknown {', '.join(bad)}; valid: {', '.join(PIPELINES)}")
+        raise ConfigError(
+            f"{path}: [tool.compile_checks] pipelines: unknown {', '.join(bad)}; valid: {', '.join(PIPELINES)}"
+        )
     base = path.parent
 
     def _path(key: str) -> Path | None:

@@ -38,7 +38,9 @@ def write_junit(outcomes: Sequence[Outcome], path: Path, seconds: float) -> None
         elif message is not None:
             kind = "clone" if not o.verdict_met else "eager_mismatch"
             ET.SubElement(tc, "failure", message=message, type=kind).text = message.replace(" | ", "\n")
-        details = [f"expect {'clean' if o.expect_clean else 'clones'}; mode {'analysis-only' if o.analysis_only else 'full'}"]
+        details = [
+            f"expect {'clean' if o.expect_clean else 'clones'}; mode {'analysis-only' if o.analysis_only else 'full'}"
+        ]
         details += [render_copy(c) for c in [*o.clones, *o.other_clones]] + o.notes
         ET.SubElement(tc, "system-out").text = "\n".join(details)
     root = ET.Element("testsuites")

@@ -26,6 +26,7 @@ BUILTIN = "builtin"
 TARGET = "target"
 CODEGEN_SUFFIX = "[codegen]"
 
+
 @dataclass(frozen=True)
 class CaseSource:
     """Where cases come from; ``load()`` builds them (fresh tensors unless the target is a Case)."""
@@ -115,9 +116,7 @@ def _add_source(plan: GatePlan, source: CaseSource, *, analysis_only: bool, smok
         plan.cases.append(PlannedCase(source, c.name, label, c.pipeline, c.expect_clean, analysis_only, smoke))
 
 
-def plan_targets(
-    specs: Sequence[str], base_dir: str | Path, pipelines: Sequence[Pipeline], *, mode: Mode
-) -> GatePlan:
+def plan_targets(specs: Sequence[str], base_dir: str | Path, pipelines: Sequence[Pipeline], *, mode: Mode) -> GatePlan:
     """The user's cases, once per pipeline in ``pipelines`` (or each under its own when empty)."""
     plan = GatePlan()
     for spec in specs:
@@ -127,9 +126,7 @@ def plan_targets(
     return plan
 
 
-def plan_builtin(
-    scenarios: Sequence[str], pipelines: Sequence[Pipeline], *, mode: Mode
-) -> GatePlan:
+def plan_builtin(scenarios: Sequence[str], pipelines: Sequence[Pipeline], *, mode: Mode) -> GatePlan:
     """The built-in gate (``scenarios`` empty) or the named scenarios, per pipeline.
 
     Unknown names raise ``ValueError`` listing the valid ones (before anything compiles).
@@ -140,7 +137,9 @@ def plan_builtin(
         raise ValueError(f"unknown scenario {', '.join(map(repr, unknown))}; valid: {', '.join(valid)}")
     plan = GatePlan()
     for pipeline in pipelines or (Pipeline.STOCK, Pipeline.VLLM):
-        _add_source(plan, CaseSource(BUILTIN, pipeline=pipeline, names=tuple(scenarios)), analysis_only=mode.analysis_only)
+        _add_source(
+            plan, CaseSource(BUILTIN, pipeline=pipeline, names=tuple(scenarios)), analysis_only=mode.analysis_only
+        )
     if mode.codegen_smoke and not scenarios:
         source = CaseSource(BUILTIN, pipeline=Pipeline.STOCK, names=codegen_smoke_names(), smoke=True)
         _add_source(plan, source, analysis_only=False, smoke=True)

@@ -19,7 +19,8 @@
 ``check(case)`` runs the case through :func:`compile_checks.case.run_case` (the one path the
 CLI uses too) and fails the test unless the case met its expectation (a negative control
 ``expect_clean=False`` must still clone); ``session`` is a case too, opened with the same
-:func:`~compile_checks.case.check_session` and judged by the same ``CaseResult``. Analysis-only mode: the ``check``/``session``
+:func:`~compile_checks.case.check_session` and judged by the same ``CaseResult``.
+Analysis-only mode: the ``check``/``session``
 argument, else the marker's ``analysis_only``, else ``--compile-checks-analysis-only``.
 
 Each check writes its depyf dumps under ``tmp_path/compile_checks/check<N>``; the failure
@@ -67,10 +68,14 @@ def _marker_options(node: pytest.Item | None) -> dict[str, Any]:
         return options
     for mark in reversed(list(node.iter_markers(MARKER))):  # farthest first, so the closest overrides
         if mark.args:
-            raise ValueError(f"@pytest.mark.{MARKER} takes keyword arguments only ({', '.join(MARKER_KWARGS)}), got {mark.args!r}")
+            raise ValueError(
+                f"@pytest.mark.{MARKER} takes keyword arguments only ({', '.join(MARKER_KWARGS)}), got {mark.args!r}"
+            )
         unknown = sorted(set(mark.kwargs) - set(MARKER_KWARGS))
         if unknown:
-            raise ValueError(f"@pytest.mark.{MARKER}: unknown argument(s) {', '.join(unknown)}; valid: {', '.join(MARKER_KWARGS)}")
+            raise ValueError(
+                f"@pytest.mark.{MARKER}: unknown argument(s) {', '.join(unknown)}; valid: {', '.join(MARKER_KWARGS)}"
+            )
         options.update(mark.kwargs)
     if "analysis_only" in options and not isinstance(options["analysis_only"], bool):
         raise ValueError(f"@pytest.mark.{MARKER}(analysis_only=...) must be a bool, got {options['analysis_only']!r}")

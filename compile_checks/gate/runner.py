@@ -143,7 +143,9 @@ class CaseBuilder:
         try:
             return pending.pop(planned.case_name)
         except KeyError:
-            raise ValueError(f"case {planned.case_name!r} vanished from {planned.source.spec or 'the built-in cases'} on reload") from None
+            raise ValueError(
+                f"case {planned.case_name!r} vanished from {planned.source.spec or 'the built-in cases'} on reload"
+            ) from None
 
 
 def _dump_dir(root: Path | None, label: str) -> str | None:
@@ -157,8 +159,17 @@ def run_planned(planned: PlannedCase, builder: CaseBuilder, dump_root: Path | No
     t0 = time.perf_counter()
 
     def failed(kind: ErrorKind, message: str) -> Outcome:
-        return Outcome(planned.label, planned.group, planned.pipeline, planned.expect_clean, planned.analysis_only,
-                       planned.codegen_smoke, error=message, error_kind=kind, wall_seconds=time.perf_counter() - t0)
+        return Outcome(
+            planned.label,
+            planned.group,
+            planned.pipeline,
+            planned.expect_clean,
+            planned.analysis_only,
+            planned.codegen_smoke,
+            error=message,
+            error_kind=kind,
+            wall_seconds=time.perf_counter() - t0,
+        )
 
     try:
         case = builder.take(planned)
@@ -169,7 +180,7 @@ def run_planned(planned: PlannedCase, builder: CaseBuilder, dump_root: Path | No
         return failed(ErrorKind.COMPILE, f"the case's code called sys.exit({e.code!r}) (SystemExit)")
     except OSError as e:
         return failed(ErrorKind.UNWRITABLE, f"cannot write dumps: {e}")
-    except Exception as e:  # noqa: BLE001 - one line per case, never a traceback mid-table
+    except Exception as e:
         first = (str(e).splitlines() or [""])[0]
         return failed(ErrorKind.COMPILE, f"the check failed: {type(e).__name__}: {first}")
     return outcome_from_result(planned, result)

@@ -81,7 +81,10 @@ def _as_cases(value: Any, spec: str) -> list[Case]:
         if not value:
             raise TargetError(f"target {spec!r}: the list of cases is empty")
         return list(value)
-    raise TargetError(f"target {spec!r}: expected a Case, a list of Cases or a zero-argument callable returning either, got {type(value).__name__}")
+    raise TargetError(
+        f"target {spec!r}: expected a Case, a list of Cases or a zero-argument callable returning either, "
+        f"got {type(value).__name__}"
+    )
 
 
 def load_target(spec: str, base_dir: str | Path | None = None) -> list[Case]:

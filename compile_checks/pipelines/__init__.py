@@ -132,4 +132,11 @@ def compile_for_pipeline(
             assert_never(pipeline)
 
 
-__all__ = ["CompileOptions", "EngineCompile", "PipelineSettings", "compile_for_pipeline", "pipeline_settings", "resolve"]
+__all__ = [
+    "CompileOptions",
+    "EngineCompile",
+    "PipelineSettings",
+    "compile_for_pipeline",
+    "pipeline_settings",
+    "resolve",
+]

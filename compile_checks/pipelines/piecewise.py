@@ -122,7 +122,7 @@ class PiecewiseSimulation:
     def __call__(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any], **_: Any) -> Callable[..., Any]:
         backends = vllm_module("vllm.compilation.backends")
         inductor_pass = vllm_module("vllm.compilation.passes.inductor_pass")
-        Range = vllm_module("vllm.config.utils").Range  # noqa: N806
+        Range = vllm_module("vllm.config.utils").Range
 
         platform = vllm_module("vllm.platforms").current_platform
         pass_manager = _counting_pass_manager(self.vllm_config, self._count_pass_manager_run)
@@ -178,7 +178,7 @@ def compile_piecewise(
     wrapper, whose backend resolver then points at the simulation. The returned callable's
     ``simulation`` attribute is the :class:`PiecewiseSimulation` (pieces, pass-manager runs)."""
     module = is_vllm_compiled_module(fn)
-    config = fn.vllm_config if module else (vllm_config or make_vllm_config())
+    config = fn.vllm_config if module else (vllm_config or make_vllm_config())  # type: ignore[attr-defined]
     splitting_ops = list(config.compilation_config.splitting_ops or []) or default_splitting_ops()
     sim = PiecewiseSimulation(check, config, splitting_ops)
     if module:

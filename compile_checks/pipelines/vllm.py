@@ -142,13 +142,18 @@ def is_vllm_compiled_module(fn: Any) -> bool:
 
 
 def compile_vllm(
-    check: CloneCheck, fn: Callable[..., Any], inductor_config: Mapping[str, Any], *, dynamic: bool = False,
-    fullgraph: bool = False, mode: str | None = None,
+    check: CloneCheck,
+    fn: Callable[..., Any],
+    inductor_config: Mapping[str, Any],
+    *,
+    dynamic: bool = False,
+    fullgraph: bool = False,
+    mode: str | None = None,
 ) -> Callable[..., Any]:
     """``fn`` compiled as vLLM does on CPU, observed by ``check`` (see the module docstring)."""
     if is_vllm_compiled_module(fn):
         require_check_backend(fn, dynamic=dynamic)
-        return run_under_vllm(check, fn, fn, inductor_config, fn.vllm_config, check.probe.backend)
+        return run_under_vllm(check, fn, fn, inductor_config, fn.vllm_config, check.probe.backend)  # type: ignore[attr-defined]
     compiled = check.compile(fn, dynamic=dynamic, fullgraph=fullgraph, mode=mode)
     return run_under_vllm(check, fn, compiled, inductor_config)
 
@@ -184,7 +189,7 @@ def run_under_vllm(
                 return compiled(*args, **kwargs)
             except (CompileCheckError, VllmPipelineError):
                 raise
-            except Exception as e:  # noqa: BLE001 - the cause is kept and named
+            except Exception as e:
                 raise CompileCheckError(f"compile of {callable_name(fn)} through vLLM failed: {first_line(e)}") from e
 
     return run
@@ -232,7 +237,7 @@ def require_check_backend(module: Any, *, dynamic: bool = False) -> None:
             f"fn: {type(module).__name__} was already compiled by vLLM before the check; vLLM never recompiles "
             "it, so the check would observe nothing. Build a fresh module for each check"
         )
-    CompilationMode = vllm_module("vllm.config").CompilationMode  # noqa: N806
+    CompilationMode = vllm_module("vllm.config").CompilationMode
 
     compilation = module.vllm_config.compilation_config
     if getattr(module, "do_not_compile", False) or compilation.mode != CompilationMode.DYNAMO_TRACE_ONCE:

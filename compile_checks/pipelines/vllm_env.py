@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
+
 from compile_checks.errors import CompileChecksError
 
 # what vLLM reads from the environment while compiling: CPU platform, and no compile cache

@@ -74,9 +74,19 @@ def node_costs(case: str, report: CloneReport) -> list[NodeCost]:
             if per_call == 0:
                 continue  # no copy-back: the op's output is not written back to a pool
             rows.append(
-                NodeCost(case=case, region=c.region, node=c.node, cost=cost, kind=c.kind, op=c.op, arg=c.arg,
-                         pool=c.pool, bytes_per_call=per_call, region_calls=calls,
-                         bytes_per_run=per_call * calls)
+                NodeCost(
+                    case=case,
+                    region=c.region,
+                    node=c.node,
+                    cost=cost,
+                    kind=c.kind,
+                    op=c.op,
+                    arg=c.arg,
+                    pool=c.pool,
+                    bytes_per_call=per_call,
+                    region_calls=calls,
+                    bytes_per_run=per_call * calls,
+                )
             )
     return rows
 

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from compile_checks.errors import CompileChecksError
-from compile_checks.reports.traffic import TrafficRow
 
 # Bytes per step are averages (a division), so allow float noise, never a real byte.
 _REL_TOL = 1e-9
@@ -72,9 +71,7 @@ def compare(baseline: Mapping[str, BaselineEntry], current: Mapping[str, Baselin
         old = baseline.get(name)
         if old is None:
             new.append(name)
-        elif now.surviving_clones > old.surviving_clones or _grew(
-            old.extra_bytes_per_step, now.extra_bytes_per_step
-        ):
+        elif now.surviving_clones > old.surviving_clones or _grew(old.extra_bytes_per_step, now.extra_bytes_per_step):
             regressions.append(Regression(name, old, now))
         elif now.surviving_clones < old.surviving_clones or now.extra_bytes_per_step < old.extra_bytes_per_step:
             improved.append(name)
@@ -111,9 +108,7 @@ def _number(path: str | Path, name: str, key: str, value: object) -> float:
 
 def _entry(path: str | Path, name: str, entry: object) -> BaselineEntry:
     if not isinstance(entry, dict):
-        raise BaselineError(
-            f"baseline {path}: entry {name!r} must be an object with {', '.join(_KEYS)}, got {entry!r}"
-        )
+        raise BaselineError(f"baseline {path}: entry {name!r} must be an object with {', '.join(_KEYS)}, got {entry!r}")
     missing = [k for k in _KEYS if k not in entry]
     if missing:
         raise BaselineError(

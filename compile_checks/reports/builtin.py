@@ -8,7 +8,12 @@ from typing import Any
 
 # Pool-size variants of the registry's scenarios (same model, more blocks): total MiB of pool.
 POOL_VARIANTS: tuple[tuple[str, int], ...] = (
-    ("split", 16), ("fused", 16), ("split", 64), ("fused", 64), ("split", 256), ("fused", 256),
+    ("split", 16),
+    ("fused", 16),
+    ("split", 64),
+    ("fused", 64),
+    ("split", 256),
+    ("fused", 256),
 )
 # The default built-in report, in table order: the clean split layout, the fused negative
 # control, and both at growing pool sizes (1, 16, 64 MiB).
@@ -28,8 +33,12 @@ def with_pool_variants(registry: Mapping[str, Any]) -> dict[str, Any]:
             continue
         num_blocks = max(1, (mib << 20) // (s.total_pool_bytes // s.num_blocks))
         name = pool_variant_name(base, mib)
-        out[name] = replace(s, name=name, num_blocks=num_blocks,
-                            description=f"{base} with a {mib} MiB pool ({num_blocks} blocks): same window, same ideal")
+        out[name] = replace(
+            s,
+            name=name,
+            num_blocks=num_blocks,
+            description=f"{base} with a {mib} MiB pool ({num_blocks} blocks): same window, same ideal",
+        )
     return out
 
 

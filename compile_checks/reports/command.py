@@ -91,7 +91,9 @@ def missing_dependencies() -> list[str]:
 
 def _load_cases(req: ReportRequest) -> list[Any]:
     prepare_process_for_vllm()  # before a target or the scenarios can import vLLM (CPU-only host: CPU platform)
-    found = (list(req.targets), Path.cwd()) if req.targets else (None if req.scenarios else pyproject_targets(Path.cwd()))
+    found = (
+        (list(req.targets), Path.cwd()) if req.targets else (None if req.scenarios else pyproject_targets(Path.cwd()))
+    )
     if not found:
         return []
     try:
@@ -148,7 +150,7 @@ def run_report(req: ReportRequest) -> ExitCode:
     started = time.perf_counter()
     try:
         df, nodes = _tables(req, [registry[n] for n in names], cases, got["video_chunks"])
-    except Exception as e:  # noqa: BLE001 - a failed compile must not end as a bare traceback
+    except Exception as e:
         _err(f"a case failed: {type(e).__name__}: {e}")
         try:
             (req.out / "error.txt").write_text("".join(traceback.format_exception(e)))
@@ -169,8 +171,9 @@ def _tables(req: ReportRequest, scenarios: list[Any], cases: list[Any], video_ch
     from compile_checks.reports import traffic as tr
 
     builtin, targets = [], []
-    with tqdm(total=len(scenarios) + len(cases), desc="report", unit="case", disable=not req.progress,
-              file=sys.stderr) as bar:
+    with tqdm(
+        total=len(scenarios) + len(cases), desc="report", unit="case", disable=not req.progress, file=sys.stderr
+    ) as bar:
         for s in scenarios:
             bar.set_postfix_str(s.name)
             builtin.append(report_run.run_builtin(s, req.mode, _dump_dir(req, s.name)))
@@ -183,10 +186,16 @@ def _tables(req: ReportRequest, scenarios: list[Any], cases: list[Any], video_ch
     if req.measure:
         todo = [scenario_measure_case(s) for s in scenarios] + [(c, None) for c in cases]
         ms = measure(todo, rounds=req.rounds or DEFAULT_ROUNDS)
-    made = [tr.traffic_row_and_nodes(r, video_chunks, ms_per_step=ms.get(r.scenario.name, tr.NAN),
-                                     analysis_only=req.mode.analysis_only) for r in builtin]
-    made += [tr.case_row_and_nodes(r.result, r.calls, r.ideal, video_chunks, ms.get(r.result.case.name, tr.NAN))
-             for r in targets]
+    made = [
+        tr.traffic_row_and_nodes(
+            r, video_chunks, ms_per_step=ms.get(r.scenario.name, tr.NAN), analysis_only=req.mode.analysis_only
+        )
+        for r in builtin
+    ]
+    made += [
+        tr.case_row_and_nodes(r.result, r.calls, r.ideal, video_chunks, ms.get(r.result.case.name, tr.NAN))
+        for r in targets
+    ]
     return tr.traffic_table([row for row, _ in made]), tr.nodes_table([n for _, nodes in made for n in nodes])
 
 
@@ -196,8 +205,10 @@ def _finish(req: ReportRequest, got: dict[str, Any], df: Any, nodes: Any, starte
     from compile_checks.reports.outputs import write_outputs
 
     assert req.out is not None
-    entries = {str(r["scenario"]): bl.BaselineEntry(int(r["surviving_clones"]), float(r["extra_bytes_per_step"]))
-               for _, r in df.iterrows()}
+    entries = {
+        str(r["scenario"]): bl.BaselineEntry(int(r["surviving_clones"]), float(r["extra_bytes_per_step"]))
+        for _, r in df.iterrows()
+    }
     try:
         write_outputs(df, nodes, req.out, got["video_chunks"], got["bench"])
         if req.write_baseline is not None:
@@ -206,8 +217,10 @@ def _finish(req: ReportRequest, got: dict[str, Any], df: Any, nodes: Any, starte
         raise UnwritableOutput(f"cannot write the report: {e}") from e
     for v in df["verdict"]:
         print(v)
-    print(f"report: {len(df)} case(s) in {time.perf_counter() - started:.1f} s; "
-          f"wrote {req.out}/traffic{{.csv,_nodes.csv,.md,.html,.png}}")
+    print(
+        f"report: {len(df)} case(s) in {time.perf_counter() - started:.1f} s; "
+        f"wrote {req.out}/traffic{{.csv,_nodes.csv,.md,.html,.png}}"
+    )
     if req.write_baseline is not None:
         print(f"report: baseline written to {req.write_baseline}")
     if got["baseline"] is None:

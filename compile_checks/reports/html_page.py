@@ -69,8 +69,9 @@ def _summary(df: pd.DataFrame) -> str:
     bad = df[df["status"].isin(["REGRESSION", "UNEXPECTEDLY CLEAN", "ERROR"])]
     if bad.empty:
         return f"All {len(df)} case(s) met their expectation."
-    return (f"<strong>{len(bad)} of {len(df)} case(s) did not meet their expectation:</strong> "
-            + ", ".join(html.escape(str(n)) for n in bad["scenario"]))
+    return f"<strong>{len(bad)} of {len(df)} case(s) did not meet their expectation:</strong> " + ", ".join(
+        html.escape(str(n)) for n in bad["scenario"]
+    )
 
 
 def html_report(df: pd.DataFrame, video_chunks: int, plot_png: Path | None = None) -> str:
@@ -79,8 +80,10 @@ def html_report(df: pd.DataFrame, video_chunks: int, plot_png: Path | None = Non
     body = []
     for _, row in df.iterrows():
         cells = "".join(_cell(row[c], kind) for c, _, kind in PAGE_COLUMNS)
-        body.append(f'<tr data-case="{html.escape(str(row["scenario"]))}" '
-                    f'data-status="{html.escape(str(row["status"]))}">{cells}</tr>')
+        body.append(
+            f'<tr data-case="{html.escape(str(row["scenario"]))}" '
+            f'data-status="{html.escape(str(row["status"]))}">{cells}</tr>'
+        )
     verdicts = "".join(f"<li>{html.escape(str(v))}</li>" for v in df["verdict"])
     img = ""
     if plot_png is not None and plot_png.is_file():
@@ -96,8 +99,8 @@ of its compiled region: it copies the pool (clone) and copies the written part b
 bytes that grow with the pool while the ideal traffic (what the step must read and write) does not.
 <em>extra / step</em> counts those copies node by node from the final graph; <em>(ideal + extra) / ideal</em>
 is how many times more memory traffic the step moves than it must (1.00x = none).
-A <span class="status" style="background:{STATUS_COLOURS['clean']}">clean</span> case keeps no copy;
-an <span class="status" style="background:{STATUS_COLOURS['expected clones']}">expected clones</span> case is a
+A <span class="status" style="background:{STATUS_COLOURS["clean"]}">clean</span> case keeps no copy;
+an <span class="status" style="background:{STATUS_COLOURS["expected clones"]}">expected clones</span> case is a
 negative control that must keep its copy (proof the check still sees it); red is a failure.</p>
 <p>{_summary(df)}</p>
 </div>

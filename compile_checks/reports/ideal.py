@@ -94,8 +94,9 @@ def _root(node: Any) -> Any:
     """Follow view ops back to the first non-view node."""
     import torch.fx
 
-    while node.op == "call_function" and _is_view(node.target) and node.args \
-            and isinstance(node.args[0], torch.fx.Node):
+    while (
+        node.op == "call_function" and _is_view(node.target) and node.args and isinstance(node.args[0], torch.fx.Node)
+    ):
         node = node.args[0]
     return node
 
@@ -131,17 +132,22 @@ def graph_ideal(graph: Any) -> GraphIdeal:
                 read, symbolic = read + n, symbolic or sym
             continue
         pairs = _bound(node)
-        mutated = [v for a, v in pairs if a.alias_info is not None and a.alias_info.is_write
-                   and isinstance(v, torch.fx.Node)]
+        mutated = [
+            v for a, v in pairs if a.alias_info is not None and a.alias_info.is_write and isinstance(v, torch.fx.Node)
+        ]
         roots = [_root(v) for v in mutated]
         if not mutated or not any(r.op == "placeholder" or _is_clone(r) for r in roots):
             continue  # writes only an intermediate: not pool traffic
         if name == "aten::copy_" and isinstance(node.args[1], torch.fx.Node) and _is_clone(_root(node.args[1])):
             continue  # the copy-back of a surviving clone: extra, not ideal
         dtypes = {v.meta["val"].dtype for v in mutated if "val" in v.meta}
-        for a, v in pairs:
-            if isinstance(v, torch.fx.Node) and v not in mutated and "val" in v.meta \
-                    and getattr(v.meta["val"], "dtype", None) in dtypes:
+        for _a, v in pairs:
+            if (
+                isinstance(v, torch.fx.Node)
+                and v not in mutated
+                and "val" in v.meta
+                and getattr(v.meta["val"], "dtype", None) in dtypes
+            ):
                 n, sym = _nbytes(v)
                 write, symbolic = write + n, symbolic or sym
     return GraphIdeal(write, read, symbolic)

@@ -66,8 +66,12 @@ def _inductor_patches(case: Any) -> dict[str, Any]:
 
     settings = pipeline_settings(case.pipeline)
     func = case.functionalization or settings.functionalization
-    return {**settings.inductor_config, **dict(case.inductor_config), "force_disable_caches": True,
-            "enable_auto_functionalized_v2": func == "v2"}
+    return {
+        **settings.inductor_config,
+        **dict(case.inductor_config),
+        "force_disable_caches": True,
+        "enable_auto_functionalized_v2": func == "v2",
+    }
 
 
 def prepare(case: Any, steps: int | None = None) -> Timed:
@@ -96,7 +100,7 @@ def time_interleaved(timed: Sequence[Timed], rounds: int = DEFAULT_ROUNDS) -> di
     if rounds < 1:
         raise ValueError(f"rounds must be >= 1, got {rounds}")
     for r in range(rounds):
-        for t in (timed if r % 2 == 0 else list(reversed(timed))):
+        for t in timed if r % 2 == 0 else list(reversed(timed)):
             t0 = time.perf_counter()
             t.run()
             t.samples_s.append(time.perf_counter() - t0)
@@ -110,8 +114,9 @@ def scenario_measure_case(scenario: Any) -> tuple[Any, int]:
     return scenario_case(scenario), scenario.num_chunks * scenario.denoise_steps
 
 
-def measure(cases: Sequence[tuple[Any, int | None]], rounds: int = DEFAULT_ROUNDS,
-            threads: int = 1) -> dict[str, float]:
+def measure(
+    cases: Sequence[tuple[Any, int | None]], rounds: int = DEFAULT_ROUNDS, threads: int = 1
+) -> dict[str, float]:
     """Compile and time ``(case, steps per run or None)`` pairs; case name -> median ms per step."""
     import torch
 
@@ -129,5 +134,4 @@ def measure(cases: Sequence[tuple[Any, int | None]], rounds: int = DEFAULT_ROUND
         torch.set_num_threads(saved)
 
 
-__all__ = ["DEFAULT_ROUNDS", "CallCounter", "fresh_function", "measure", "scenario_measure_case",
-           "time_interleaved"]
+__all__ = ["DEFAULT_ROUNDS", "CallCounter", "fresh_function", "measure", "scenario_measure_case", "time_interleaved"]

@@ -71,8 +71,7 @@ def markdown_report(df: pd.DataFrame, video_chunks: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_outputs(df: pd.DataFrame, nodes: pd.DataFrame, out: Path, video_chunks: int,
-                  bench_df: Any = None) -> None:
+def write_outputs(df: pd.DataFrame, nodes: pd.DataFrame, out: Path, video_chunks: int, bench_df: Any = None) -> None:
     """Write every file of :data:`OUTPUT_FILES` into ``out``."""
     from compile_checks.reports.html_page import html_report
     from compile_checks.reports.plot import plot_traffic

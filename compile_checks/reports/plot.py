@@ -52,6 +52,7 @@ def _style_pool_axis(ax: Any, pool_bytes: pd.Series, ylabel: str, title: str) ->
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7)
 
+
 def _variant_keys(df: pd.DataFrame) -> pd.Series:
     """One line pair per model variant: the same layout under v1/v2 or another dtype is another
     line; a user's case (no layout) is its own line."""
@@ -72,17 +73,27 @@ def plot_traffic(df: pd.DataFrame, path: str | Path, bench: pd.DataFrame | None 
         x = g["pool_bytes"] / MIB
         total = (g["ideal_bytes_per_step"] + g["extra_bytes_per_step"]) / MIB
         (line,) = ax.plot(x, total, marker="o", label=f"{variant}: ideal + extra (clone + copy-back)")
-        ax.plot(x, g["ideal_bytes_per_step"] / MIB, marker="x", linestyle="--", color=line.get_color(),
-                label=f"{variant}: ideal")
-    _style_pool_axis(ax, df["pool_bytes"], "memory traffic per step (MiB, run average, from the graph)",
-                     "KV traffic per step vs pool size")
+        ax.plot(
+            x,
+            g["ideal_bytes_per_step"] / MIB,
+            marker="x",
+            linestyle="--",
+            color=line.get_color(),
+            label=f"{variant}: ideal",
+        )
+    _style_pool_axis(
+        ax,
+        df["pool_bytes"],
+        "memory traffic per step (MiB, run average, from the graph)",
+        "KV traffic per step vs pool size",
+    )
     if not measured.empty:
         mx = axes[0][1]
         for variant, group in measured.groupby(keys[measured.index], sort=True):
             g = group.drop_duplicates("pool_bytes").sort_values("pool_bytes")
             mx.plot(g["pool_bytes"] / MIB, g["ms_per_step"], marker="o", label=variant)
         _style_pool_axis(mx, measured["pool_bytes"], "measured ms per step (median)", "measured (--measure)")
-    if has_bench:
+    if bench is not None and has_bench:
         bx = axes[0][panels - 1]
         for device, group in bench.groupby("device", sort=True):
             g = group.sort_values("pool_bytes")
@@ -111,8 +122,10 @@ def load_bench_csv(path: str | Path) -> pd.DataFrame:
         raise BenchCsvError(f"cannot read bench CSV {path}: {e}") from e
     missing = [c for c in BENCH_COLUMNS if c not in df.columns]
     if missing:
-        raise BenchCsvError(f"bench CSV {path} lacks column(s) {', '.join(missing)} "
-                            f"(has {', '.join(map(str, df.columns))}); write it with python -m reports.bench")
+        raise BenchCsvError(
+            f"bench CSV {path} lacks column(s) {', '.join(missing)} "
+            f"(has {', '.join(map(str, df.columns))}); write it with python -m reports.bench"
+        )
     if df.empty:
         raise BenchCsvError(f"bench CSV {path} has no rows")
     for col in BENCH_COLUMNS[1:]:

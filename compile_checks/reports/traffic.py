@@ -94,7 +94,7 @@ COLUMNS: tuple[str, ...] = tuple(TrafficRow.__dataclass_fields__)
 
 def per_unit(total: float, units: float) -> float:
     """``total / units``; 0 for a run with no units, NaN when either is unknown."""
-    if isinstance(units, float) and math.isnan(units) or isinstance(total, float) and math.isnan(total):
+    if (isinstance(units, float) and math.isnan(units)) or (isinstance(total, float) and math.isnan(total)):
         return NAN
     return total / units if units > 0 else 0.0
 
@@ -126,8 +126,7 @@ def status_of(expect_clean: bool, clones: int, errors: int = 0) -> str:
     return "REGRESSION" if expect_clean else "expected clones"
 
 
-def verdict(name: str, status: str, clones: int, extra_per_step: float, ratio: float,
-            copies: int | None = None) -> str:
+def verdict(name: str, status: str, clones: int, extra_per_step: float, ratio: float, copies: int | None = None) -> str:
     """One line: did the case do what it is there for, and what its copies cost."""
     if status == "ERROR":
         return f"{name}: ERROR: the check reported errors (see the gate's output)"
@@ -137,8 +136,10 @@ def verdict(name: str, status: str, clones: int, extra_per_step: float, ratio: f
     what = "REGRESSION" if status == "REGRESSION" else "expected clones (negative control)"
     distinct = "" if copies is None or copies == clones else f" ({copies} distinct cop{'ies' if copies != 1 else 'y'})"
     ratio_txt = "" if math.isnan(ratio) else f" = {ratio:.2f}x ideal"
-    return (f"{name}: {what}: {clones} clone{'s' if clones != 1 else ''}{distinct}, "
-            f"{format_bytes(extra_per_step)}/step beyond ideal (clone + copy-back){ratio_txt}")
+    return (
+        f"{name}: {what}: {clones} clone{'s' if clones != 1 else ''}{distinct}, "
+        f"{format_bytes(extra_per_step)}/step beyond ideal (clone + copy-back){ratio_txt}"
+    )
 
 
 def _token_bytes(scenario: Any) -> int:
@@ -186,8 +187,9 @@ class _Run:
     wall_seconds: float
 
 
-def _row(run: _Run, video_chunks: int, fields: Mapping[str, Any], ideal_video: tuple[float, str] | None,
-         ms_per_step: float) -> tuple[TrafficRow, list[acc.NodeCost]]:
+def _row(
+    run: _Run, video_chunks: int, fields: Mapping[str, Any], ideal_video: tuple[float, str] | None, ms_per_step: float
+) -> tuple[TrafficRow, list[acc.NodeCost]]:
     if video_chunks < 1:
         raise ValueError(f"video_chunks must be >= 1, got {video_chunks}")
     report = run.report
@@ -205,27 +207,41 @@ def _row(run: _Run, video_chunks: int, fields: Mapping[str, Any], ideal_video: t
     status = status_of(run.expect_clean, len(report.clones), len(report.problems))
     kernel = NAN if run.analysis_only else per_unit(acc.kernel_bytes_per_run(report), run.num_steps)
     row = TrafficRow(
-        scenario=run.name, expect_clean=run.expect_clean, status=status,
-        surviving_clones=len(report.clones), clone_nodes=copies,
+        scenario=run.name,
+        expect_clean=run.expect_clean,
+        status=status,
+        surviving_clones=len(report.clones),
+        clone_nodes=copies,
         other_clones=len(getattr(report, "other_clones", [])),
         extra_bytes_per_step=extra_step,
         clone_bytes_per_step=per_unit(acc.clone_only_bytes_per_run(nodes), run.num_steps),
         copy_back_bytes_per_step=per_unit(extra_run - acc.clone_only_bytes_per_run(nodes), run.num_steps),
-        ideal_bytes_per_step=ideal_step, ideal_source=run.ideal_source, traffic_ratio=ratio,
-        extra_bytes_per_chunk=extra_chunk, ideal_bytes_per_chunk=ideal_chunk, video_chunks=video_chunks,
-        extra_bytes_per_video=extra_video, ideal_bytes_per_video=ideal_video[0],
-        video_traffic_ratio=traffic_ratio(ideal_video[0], extra_video), ideal_video_method=ideal_video[1],
-        ms_per_step=ms_per_step, inductor_kernel_bytes_estimate_per_step=kernel,
-        num_steps=run.num_steps, num_chunks=run.num_chunks, analysis_only=run.analysis_only,
-        compile_seconds=float(run.compile_seconds), wall_seconds=float(run.wall_seconds),
+        ideal_bytes_per_step=ideal_step,
+        ideal_source=run.ideal_source,
+        traffic_ratio=ratio,
+        extra_bytes_per_chunk=extra_chunk,
+        ideal_bytes_per_chunk=ideal_chunk,
+        video_chunks=video_chunks,
+        extra_bytes_per_video=extra_video,
+        ideal_bytes_per_video=ideal_video[0],
+        video_traffic_ratio=traffic_ratio(ideal_video[0], extra_video),
+        ideal_video_method=ideal_video[1],
+        ms_per_step=ms_per_step,
+        inductor_kernel_bytes_estimate_per_step=kernel,
+        num_steps=run.num_steps,
+        num_chunks=run.num_chunks,
+        analysis_only=run.analysis_only,
+        compile_seconds=float(run.compile_seconds),
+        wall_seconds=float(run.wall_seconds),
         verdict=verdict(run.name, status, len(report.clones), extra_step, ratio, copies),
         **fields,
     )
     return row, nodes
 
 
-def traffic_row_and_nodes(result: Any, video_chunks: int = DEFAULT_VIDEO_CHUNKS, ms_per_step: float = NAN,
-                          analysis_only: bool = True) -> tuple[TrafficRow, list[acc.NodeCost]]:
+def traffic_row_and_nodes(
+    result: Any, video_chunks: int = DEFAULT_VIDEO_CHUNKS, ms_per_step: float = NAN, analysis_only: bool = True
+) -> tuple[TrafficRow, list[acc.NodeCost]]:
     """A built-in scenario's run (``reports.run.ScenarioRun``) as one row, and its per-node extra bytes."""
     s = result.scenario
     ideal_run = result.ideal_read_bytes + result.ideal_write_bytes
@@ -234,17 +250,30 @@ def traffic_row_and_nodes(result: Any, video_chunks: int = DEFAULT_VIDEO_CHUNKS,
     if modelled is not None and modelled == ideal_run:
         ideal_video = (float(ideal_video_bytes(s, video_chunks)), "window model")  # type: ignore[arg-type]
     run = _Run(
-        name=s.name, report=result.report, expect_clean=bool(getattr(s, "expect_clean", True)),
-        num_steps=result.num_steps, num_chunks=float(result.num_chunks), ideal_run=float(ideal_run),
+        name=s.name,
+        report=result.report,
+        expect_clean=bool(getattr(s, "expect_clean", True)),
+        num_steps=result.num_steps,
+        num_chunks=float(result.num_chunks),
+        ideal_run=float(ideal_run),
         ideal_source="scenario model",
-        analysis_only=analysis_only, compile_seconds=result.compile_seconds, wall_seconds=result.wall_seconds,
+        analysis_only=analysis_only,
+        compile_seconds=result.compile_seconds,
+        wall_seconds=result.wall_seconds,
     )
     fields = dict(
-        source="builtin", pipeline=str(getattr(s, "pipeline", "stock")), layout=s.layout,
-        num_layers=float(s.num_layers), layers_per_region=float(s.layers_per_region),
-        dtype=str(s.dtype).removeprefix("torch."), batch=float(getattr(s, "batch", 1)),
-        pool_bytes=_total_pool_bytes(s), chunk_size=float(s.chunk_size), denoise_steps=float(s.denoise_steps),
-        dynamic=bool(s.dynamic), functionalization=str(s.functionalization),
+        source="builtin",
+        pipeline=str(getattr(s, "pipeline", "stock")),
+        layout=s.layout,
+        num_layers=float(s.num_layers),
+        layers_per_region=float(s.layers_per_region),
+        dtype=str(s.dtype).removeprefix("torch."),
+        batch=float(getattr(s, "batch", 1)),
+        pool_bytes=_total_pool_bytes(s),
+        chunk_size=float(s.chunk_size),
+        denoise_steps=float(s.denoise_steps),
+        dynamic=bool(s.dynamic),
+        functionalization=str(s.functionalization),
     )
     return _row(run, video_chunks, fields, ideal_video, ms_per_step)
 
@@ -262,9 +291,13 @@ def distinct_storage_bytes(pools: Mapping[str, Any]) -> int:
     return sum(seen.values())
 
 
-def case_row_and_nodes(result: Any, calls: int, ideal: tuple[int | None, str],
-                       video_chunks: int = DEFAULT_VIDEO_CHUNKS,
-                       ms_per_step: float = NAN) -> tuple[TrafficRow, list[acc.NodeCost]]:
+def case_row_and_nodes(
+    result: Any,
+    calls: int,
+    ideal: tuple[int | None, str],
+    video_chunks: int = DEFAULT_VIDEO_CHUNKS,
+    ms_per_step: float = NAN,
+) -> tuple[TrafficRow, list[acc.NodeCost]]:
     """A user's ``CaseResult`` as one row: a step is one call of the compiled function.
 
     ``ideal``: (bytes over the run, source) from :func:`compile_checks.reports.ideal.case_ideal_per_run`.
@@ -274,16 +307,30 @@ def case_row_and_nodes(result: Any, calls: int, ideal: tuple[int | None, str],
     per_chunk = case.meta.get("steps_per_chunk") if isinstance(case.meta, Mapping) else None
     num_chunks = calls / int(per_chunk) if per_chunk else NAN
     run = _Run(
-        name=case.name, report=result.report, expect_clean=case.expect_clean, num_steps=calls,
-        num_chunks=num_chunks, ideal_run=NAN if ideal[0] is None else float(ideal[0]), ideal_source=ideal[1],
-        analysis_only=bool(result.analysis_only), compile_seconds=result.compile_seconds,
+        name=case.name,
+        report=result.report,
+        expect_clean=case.expect_clean,
+        num_steps=calls,
+        num_chunks=num_chunks,
+        ideal_run=NAN if ideal[0] is None else float(ideal[0]),
+        ideal_source=ideal[1],
+        analysis_only=bool(result.analysis_only),
+        compile_seconds=result.compile_seconds,
         wall_seconds=result.wall_seconds,
     )
     dtypes = sorted({str(t.dtype).removeprefix("torch.") for t in case.pools.values()})
     fields = dict(
-        source="target", pipeline=case.pipeline, layout="", num_layers=NAN, layers_per_region=NAN,
-        dtype=",".join(dtypes), batch=NAN, pool_bytes=distinct_storage_bytes(case.pools), chunk_size=NAN,
-        denoise_steps=float(per_chunk) if per_chunk else NAN, dynamic=bool(case.dynamic),
+        source="target",
+        pipeline=case.pipeline,
+        layout="",
+        num_layers=NAN,
+        layers_per_region=NAN,
+        dtype=",".join(dtypes),
+        batch=NAN,
+        pool_bytes=distinct_storage_bytes(case.pools),
+        chunk_size=NAN,
+        denoise_steps=float(per_chunk) if per_chunk else NAN,
+        dynamic=bool(case.dynamic),
         functionalization=str(case.functionalization or "pipeline default"),
     )
     return _row(run, video_chunks, fields, None, ms_per_step)

@@ -80,7 +80,9 @@ def builtin_cases(
     chosen = [_resolve(n, "names") for n in (DEFAULT_GATE if names is None else names)]
     cases = [scenario_case(s, p) for s in chosen for p in pipelines]
     if names is None and any(p != Pipeline.STOCK for p in pipelines):
-        from compile_checks.scenarios.vllm_module import vllm_module_cases  # lazy: registers a custom op only the vLLM gate uses
+        from compile_checks.scenarios.vllm_module import (
+            vllm_module_cases,  # lazy: registers a custom op only the vLLM gate uses
+        )
 
         cases += [c for p in pipelines if p != Pipeline.STOCK for c in vllm_module_cases(pipeline=p)]
     return cases

@@ -175,7 +175,9 @@ def max_rel_diff(a: Sequence[torch.Tensor], b: Sequence[torch.Tensor]) -> float:
     )
 
 
-def make_verify(s: Scenario, model: Model, eager: Callable[[], tuple[Model, RunStats]]) -> Callable[[RunStats], tuple[bool, float]]:
+def make_verify(
+    s: Scenario, model: Model, eager: Callable[[], tuple[Model, RunStats]]
+) -> Callable[[RunStats], tuple[bool, float]]:
     """``verify(stats) -> (matches, diff)``: ``model``'s pools and latents against an eager run.
 
     ``eager()`` builds a fresh model and runs the loop eagerly (only when verify is called).

@@ -69,7 +69,15 @@ def _commit(s: Scenario, k_pool, v_pool, k_new, v_new, slots) -> None:  # type: 
 
 
 def layer_forward(  # type: ignore[no-untyped-def]
-    s: Scenario, h, w: Sequence[torch.Tensor], k_pool, v_pool, win_slots, win_bias, commit_slots, commit: bool,
+    s: Scenario,
+    h,
+    w: Sequence[torch.Tensor],
+    k_pool,
+    v_pool,
+    win_slots,
+    win_bias,
+    commit_slots,
+    commit: bool,
     evict_slots=None,
 ) -> torch.Tensor:
     """One causal DiT layer on a chunk.
@@ -161,7 +169,7 @@ def region_function(s: Scenario) -> Callable[..., torch.Tensor]:
         "cross_layer_kv": region_fused_kv,
     }[s.layout]
     fn.__qualname__ = fn.__name__  # error messages and dumps name "region_split", not "<locals>"
-    return fn
+    return fn  # type: ignore[no-any-return, return-value]
 
 
 @dataclass

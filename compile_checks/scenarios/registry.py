@@ -50,9 +50,17 @@ SCENARIOS: dict[str, Scenario] = {
             functionalization="v1",
             expect_clean=False,
         ),
-        _s("split_v1", "split layout under auto_functionalized v1 (enable_auto_functionalized_v2=False)", functionalization="v1"),
+        _s(
+            "split_v1",
+            "split layout under auto_functionalized v1 (enable_auto_functionalized_v2=False)",
+            functionalization="v1",
+        ),
         _s("list", "pools passed as one mutable Python list [k0, v0, ...] indexed in the region", layout="list"),
-        _s("module_attr", "pools held as nn.Module buffers of per-layer modules, weights as parameters", layout="module_attr"),
+        _s(
+            "module_attr",
+            "pools held as nn.Module buffers of per-layer modules, weights as parameters",
+            layout="module_attr",
+        ),
         _s(
             "read_after_write",
             "NEGATIVE CONTROL: the commit region reads the just-written K back from the pool. Inductor's "

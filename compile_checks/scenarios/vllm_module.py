@@ -23,6 +23,7 @@ import torch
 
 import ar_paging  # noqa: F401 - registers torch.ops.ar_paging.paged_write
 from compile_checks.case import Case, pipeline_label
+from compile_checks.vocab import Pipeline
 
 ATTENTION_OP = "compile_checks_vllm_model::attention"
 
@@ -110,7 +111,13 @@ def _reference(layer: _PagedCommitLayer, x: torch.Tensor, slots: torch.Tensor) -
 
 
 def vllm_module_case(
-    fused: bool, *, pipeline: str = "vllm", num_slots: int = 256, heads: int = 2, dim: int = 16, tokens: int = 16
+    fused: bool,
+    *,
+    pipeline: Pipeline = Pipeline.VLLM,
+    num_slots: int = 256,
+    heads: int = 2,
+    dim: int = 16,
+    tokens: int = 16,
 ) -> Case:
     """The split (clean) or fused (negative control) ``PagedCommitLayer`` case."""
     shape = (num_slots, heads, dim)
@@ -146,7 +153,7 @@ def vllm_module_case(
     )
 
 
-def vllm_module_cases(pipeline: str = "vllm") -> list[Case]:
+def vllm_module_cases(pipeline: Pipeline = Pipeline.VLLM) -> list[Case]:
     """The split layer (clean) and its fused negative twin, compiled through vLLM's wrapper."""
     return [vllm_module_case(False, pipeline=pipeline), vllm_module_case(True, pipeline=pipeline)]
 

@@ -19,7 +19,9 @@ CONFIG = ToyDiTConfig()
 TIMESTEP = torch.tensor([0.5])
 
 
-def _loop(cfg: ToyDiTConfig, noise: torch.Tensor, k_pools: list[torch.Tensor], v_pools: list[torch.Tensor]) -> Callable[[Callable[..., Any]], torch.Tensor]:
+def _loop(
+    cfg: ToyDiTConfig, noise: torch.Tensor, k_pools: list[torch.Tensor], v_pools: list[torch.Tensor]
+) -> Callable[[Callable[..., Any]], torch.Tensor]:
     """The engine's host loop: one step per chunk, each committing its K/V before the next reads it."""
 
     def drive(step: Callable[..., Any]) -> torch.Tensor:

@@ -36,4 +36,4 @@ def test_engine_loop_in_a_session(pool_clone_check):
             write, window = chunk_slots(CONFIG, chunk)
             step(torch.randn(CONFIG.chunk_tokens, CONFIG.dim), TIMESTEP, k_pools, v_pools, write, window)
     assert s.report.clean
-    assert bool(k_pools[0][CONFIG.chunk_tokens:].abs().sum(dim=(1, 2)).gt(0).all())  # every chunk committed
+    assert bool(k_pools[0][CONFIG.chunk_tokens :].abs().sum(dim=(1, 2)).gt(0).all())  # every chunk committed

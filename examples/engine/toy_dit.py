@@ -22,9 +22,10 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+from torch import nn
+
 from ar_paging.paged_write import paged_write  # noqa: F401  (registers torch.ops.ar_paging.paged_write)
 from ar_paging.read_path import gather_window
-from torch import nn
 
 
 @dataclass(frozen=True)

@@ -30,9 +30,10 @@ from typing import Any, NamedTuple
 
 import torch
 import torch.nn.functional as F
+from torch import nn
+
 from ar_paging.paged_write import paged_write  # noqa: F401  (registers torch.ops.ar_paging.paged_write)
 from ar_paging.read_path import gather_window
-from torch import nn
 
 WRITES = ("paged_write", "side_effect", "lost")
 
@@ -123,8 +124,9 @@ class Block(nn.Module):
         self.proj = nn.Linear(inner, cfg.dim)
         self.mlp = nn.Sequential(nn.Linear(cfg.dim, 2 * cfg.dim), nn.GELU(), nn.Linear(2 * cfg.dim, cfg.dim))
 
-    def forward(self, x: torch.Tensor, cond: torch.Tensor, write_slots: torch.Tensor,
-                window_slots: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, cond: torch.Tensor, write_slots: torch.Tensor, window_slots: torch.Tensor
+    ) -> torch.Tensor:
         tokens = x.shape[0]
         kv = self.cache.layers[self.index]  # read through the cache object, as the engine keeps it
         shift, scale = self.modulation(cond).chunk(2, dim=-1)
@@ -156,8 +158,9 @@ class BlocksDiT(nn.Module):
         FORWARD_CONTEXT.clear()
         FORWARD_CONTEXT.update(enumerate(cache.layers))
 
-    def forward(self, x: torch.Tensor, t: torch.Tensor, write_slots: torch.Tensor,
-                window_slots: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, t: torch.Tensor, write_slots: torch.Tensor, window_slots: torch.Tensor
+    ) -> torch.Tensor:
         cond = self.time_mlp(timestep_embedding(t, self.cfg.dim))
         for block in self.blocks:
             x = block(x, cond, write_slots, window_slots)

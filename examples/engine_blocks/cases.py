@@ -26,8 +26,15 @@ def layer_pool_names(cfg: BlocksConfig) -> dict[str, str]:
     return {f"layers.{i}.{kv}": f"layer{i}.{kv}" for i in range(cfg.num_layers) for kv in "kv"}
 
 
-def build_case(name: str, *, layout: str = "split", write: str = "paged_write", expect_clean: bool = True,
-               cfg: BlocksConfig = CONFIG, **case_fields: Any) -> Case:
+def build_case(
+    name: str,
+    *,
+    layout: str = "split",
+    write: str = "paged_write",
+    expect_clean: bool = True,
+    cfg: BlocksConfig = CONFIG,
+    **case_fields: Any,
+) -> Case:
     """One rollout of ``cfg.num_chunks`` chunks; eager reference on a cache of its own."""
     noise = torch.randn(cfg.num_chunks, cfg.chunk_tokens, cfg.dim, generator=torch.Generator().manual_seed(1))
 

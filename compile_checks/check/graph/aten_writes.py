@@ -102,7 +102,7 @@ def allocates_buffer(write: torch.fx.Node) -> bool:
 def whole_pool_passes(graph: torch.fx.Graph, written_back_clones: Collection[str] = ()) -> list[str]:
     """Notes for written-back view scatters lowered as one pass over the input, with no buffer."""
     out: list[str] = []
-    for copy_node, _, src in write_backs(graph):
+    for _copy_node, _, src in write_backs(graph):
         hit = _first_write_on_input(src)
         if hit is None or _scatters_back_clones(hit[2], written_back_clones):
             continue
@@ -182,4 +182,10 @@ def _with_written(site: CloneSite, geo: TensorGeometry) -> CloneSite:
     return dataclasses.replace(site, written=(*site.written, geo))
 
 
-__all__ = ["FUNCTIONAL_WRITE_OPS", "allocates_buffer", "find_aten_write_copies", "is_functional_write", "whole_pool_passes"]
+__all__ = [
+    "FUNCTIONAL_WRITE_OPS",
+    "allocates_buffer",
+    "find_aten_write_copies",
+    "is_functional_write",
+    "whole_pool_passes",
+]

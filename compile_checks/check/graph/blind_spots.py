@@ -34,7 +34,13 @@ def subgraph_mutations(gm: torch.fx.GraphModule) -> list[str]:
     for name, sub in gm.named_modules():
         if not name or not isinstance(sub, torch.fx.GraphModule):
             continue
-        ops = sorted({op_name(n.args[0] if n.target in AUTO_FUNCTIONALIZED_TARGETS else n.target) for n in sub.graph.nodes if _is_mutating(n)})
+        ops = sorted(
+            {
+                op_name(n.args[0] if n.target in AUTO_FUNCTIONALIZED_TARGETS else n.target)
+                for n in sub.graph.nodes
+                if _is_mutating(n)
+            }
+        )
         if ops:
             out.append(f"mutating op(s) {', '.join(ops)} inside higher-order-op subgraph {name!r} are not analysed")
     return out

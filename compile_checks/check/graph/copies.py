@@ -24,24 +24,24 @@ from collections.abc import Iterable
 import torch
 import torch.fx
 
-from compile_checks.check.graph.functionalized import AUTO_FUNCTIONALIZED_TARGETS, FunctionalizedArg, functionalized_calls
+from compile_checks.check.graph.aten_writes import find_aten_write_copies
+from compile_checks.check.graph.functionalized import (
+    AUTO_FUNCTIONALIZED_TARGETS,
+)
 from compile_checks.check.graph.fx_helpers import (
     bound_args,
     flatten_nodes,
-    layer_of,
     mutated_arg_names,
-    mutated_inputs,
-    node_line,
     op_name,
     placeholder_indices,
     view_chain_root,
     write_backs,
 )
-from compile_checks.check.graph.aten_writes import find_aten_write_copies
 from compile_checks.check.graph.geometry import TensorGeometry, geometry_of
 from compile_checks.check.graph.sites import CloneSite, is_view_scatter
 
 _CLONE_TARGETS: tuple[object, ...] = (torch.ops.aten.clone.default,)
+
 
 def clone_source_geometry(clone_input: torch.fx.Node, placeholder: torch.fx.Node) -> tuple[TensorGeometry | None, bool]:
     """Geometry of the cloned buffer in the input's storage, and whether it spans more than the input.
@@ -151,21 +151,19 @@ def find_clone_sites(
                         by_clone[clone_node] = dataclasses.replace(prior, also_feeds=(*prior.also_feeds, also))
                     continue
                 source, whole = clone_source_geometry(clone_input, root)
-                by_clone[clone_node] = (
-                    CloneSite(
-                        op=op_name(node.target),
-                        arg=arg,
-                        clone_node=clone_node.name,
-                        placeholder=root.name,
-                        placeholder_index=inputs[root],
-                        clone=clone_geo,
-                        view=geometry_of(passed.meta.get("val")),
-                        clone_source_offset=source.storage_offset if source is not None else None,
-                        clones_whole_input=whole,
-                        clone_is_input=clone_input is root,
-                        written=tuple(written_back[clone_node]),
-                        clone_source=source,
-                    )
+                by_clone[clone_node] = CloneSite(
+                    op=op_name(node.target),
+                    arg=arg,
+                    clone_node=clone_node.name,
+                    placeholder=root.name,
+                    placeholder_index=inputs[root],
+                    clone=clone_geo,
+                    view=geometry_of(passed.meta.get("val")),
+                    clone_source_offset=source.storage_offset if source is not None else None,
+                    clones_whole_input=whole,
+                    clone_is_input=clone_input is root,
+                    written=tuple(written_back[clone_node]),
+                    clone_source=source,
                 )
     return list(by_clone.values())
 

@@ -12,7 +12,13 @@ from dataclasses import dataclass
 import torch
 import torch.fx
 
-from compile_checks.check.graph.fx_helpers import flatten_nodes, mutated_arg_names, op_name, placeholder_indices, view_chain_root
+from compile_checks.check.graph.fx_helpers import (
+    flatten_nodes,
+    mutated_arg_names,
+    op_name,
+    placeholder_indices,
+    view_chain_root,
+)
 from compile_checks.check.graph.geometry import TensorGeometry, geometry_of, make_geometry
 
 AUTO_FUNCTIONALIZED_TARGETS: tuple[object, ...] = (
@@ -89,7 +95,9 @@ def functionalized_calls(graph: torch.fx.Graph) -> list[FunctionalizedArg]:
             if v2:
                 bases = node.kwargs.get("_all_bases", [])
                 idxs = _v2_arg_bases(node, arg)
-                prefixes = [f"_{arg}"] if f"_{arg}_base_index" in node.kwargs else [f"_{arg}_{i}" for i in range(len(idxs))]
+                prefixes = (
+                    [f"_{arg}"] if f"_{arg}_base_index" in node.kwargs else [f"_{arg}_{i}" for i in range(len(idxs))]
+                )
                 for idx, prefix in zip(idxs, prefixes):
                     if idx is None:
                         continue
@@ -97,7 +105,10 @@ def functionalized_calls(graph: torch.fx.Graph) -> list[FunctionalizedArg]:
                     root, _ = view_chain_root(base) if isinstance(base, torch.fx.Node) else (None, [])
                     out.append(
                         FunctionalizedArg(
-                            node=node.name, op=name, arg=arg, version="v2",
+                            node=node.name,
+                            op=name,
+                            arg=arg,
+                            version="v2",
                             base=base.name if isinstance(base, torch.fx.Node) else None,
                             placeholder_index=inputs.get(root) if root is not None else None,
                             cloned=(idx in to_clone) if decided else None,
@@ -109,7 +120,11 @@ def functionalized_calls(graph: torch.fx.Graph) -> list[FunctionalizedArg]:
                     root, _ = view_chain_root(base)
                     out.append(
                         FunctionalizedArg(
-                            node=node.name, op=name, arg=arg, version="v1", base=base.name,
+                            node=node.name,
+                            op=name,
+                            arg=arg,
+                            version="v1",
+                            base=base.name,
                             placeholder_index=inputs.get(root),
                             cloned=(arg in to_clone) if decided else None,
                             view=geometry_of(base.meta.get("val")),

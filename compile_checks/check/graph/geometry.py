@@ -17,6 +17,7 @@ from typing import Any
 import sympy
 import torch
 import torch.fx
+
 from compile_checks.errors import CompileChecksError
 
 Exprs = tuple[tuple[Any, ...], tuple[Any, ...], Any]  # (shape, stride, storage_offset) as sympy/int
@@ -100,7 +101,9 @@ def _hint_and_expr(x: object) -> tuple[int, Any]:
     return int(x), int(x)  # type: ignore[call-overload]
 
 
-def make_geometry(shape: Sequence[object], stride: Sequence[object], offset: object, dtype: torch.dtype) -> TensorGeometry:
+def make_geometry(
+    shape: Sequence[object], stride: Sequence[object], offset: object, dtype: torch.dtype
+) -> TensorGeometry:
     """A geometry from (possibly symbolic) sizes: hints as values, expressions kept when symbolic."""
     hs, es = zip(*(_hint_and_expr(s) for s in shape)) if len(shape) else ((), ())
     ht, et = zip(*(_hint_and_expr(s) for s in stride)) if len(stride) else ((), ())
@@ -187,7 +190,7 @@ class StorageRef:
     def of(t: torch.Tensor) -> StorageRef:
         return StorageRef(
             data_ptr=t.untyped_storage().data_ptr(),
-            storage_offset=t.storage_offset(),
+            storage_offset=int(t.storage_offset()),
             shape=tuple(t.shape),
             stride=tuple(t.stride()),
             dtype=t.dtype,
