@@ -243,7 +243,7 @@ def _run_fx_graph(gm: torch.fx.GraphModule) -> Any:
 
     out = MockFXGraphCacheOutput(gm=None)
     out.current_callable = call  # type: ignore[attr-defined]
-    out.gm = out.current_callable  # type: ignore[attr-defined]
+    out.gm = lambda args: out.current_callable(args)  # type: ignore[attr-defined]  # noqa: PLW0108 - late-bound: current_callable is replaced after this
     return out
 
 
