@@ -76,4 +76,34 @@ failed = [c.get("name") for c in ET.parse(sys.argv[1]).getroot().iter("testcase"
 assert failed and all("fused" in n for n in failed), failed
 print(f"[gate-example] ok: exit 1, failing testcase(s): {', '.join(failed)}")
 PY
+echo "[gate-example] examples/engine_blocks (compiled per block, pools in a cache object) from $work/blocks"
+cp -r "$root/examples/engine_blocks" "$work/blocks"
+cd "$work/blocks"
+compile-checks gate --junitxml "$out/junit-blocks.xml" > "$out/gate-blocks.txt" 2>&1 || {
+  cat "$out/gate-blocks.txt" >&2; echo "[gate-example] FAIL: engine_blocks' gate did not pass" >&2; exit 1; }
+python - "$out/junit-blocks.xml" <<'PY'
+import sys, xml.etree.ElementTree as ET
+names = [c.get("name") for c in ET.parse(sys.argv[1]).getroot().iter("testcase")]
+assert sorted(names) == ["fused", "fused[vllm]", "split", "split[vllm]"], names
+print(f"[gate-example] ok: engine_blocks {len(names)} testcases pass: {', '.join(names)}")
+PY
+echo "[gate-example] negative controls: undeclared and lost cache writes must fail the gate (exit 1)"
+set +e
+compile-checks gate cases.py:negative_controls --pipeline stock --junitxml "$out/junit-blocks-neg.xml" \
+  > "$out/gate-blocks-neg.txt" 2>&1
+rc=$?
+set -e
+if [[ $rc -ne 1 ]]; then
+  cat "$out/gate-blocks-neg.txt" >&2
+  echo "[gate-example] FAIL: the write negative controls exited $rc (want 1)" >&2
+  exit 1
+fi
+python - "$out/junit-blocks-neg.xml" <<'PY'
+import sys, xml.etree.ElementTree as ET
+cases = {c.get("name"): c.find("failure") for c in ET.parse(sys.argv[1]).getroot().iter("testcase")}
+assert set(cases) == {"side_effect", "lost"} and all(f is not None for f in cases.values()), cases
+assert "undeclared_write" in cases["side_effect"].get("message", ""), cases["side_effect"].get("message")
+assert "lost_write" in cases["lost"].get("message", ""), cases["lost"].get("message")
+print("[gate-example] ok: exit 1; side_effect: undeclared_write, lost: lost_write")
+PY
 echo "[gate-example] passed (outputs in $out)"

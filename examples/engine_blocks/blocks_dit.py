@@ -155,12 +155,15 @@ class BlocksDiT(nn.Module):
         self.time_mlp = nn.Sequential(nn.Linear(cfg.dim, cfg.dim), nn.SiLU(), nn.Linear(cfg.dim, cfg.dim))
         self.blocks = nn.ModuleList(Block(cfg, i, cache, write) for i in range(cfg.num_layers))
         self.out = nn.Linear(cfg.dim, cfg.dim)
-        FORWARD_CONTEXT.clear()
-        FORWARD_CONTEXT.update(enumerate(cache.layers))
+        self.kv_cache = cache
 
     def forward(
         self, x: torch.Tensor, t: torch.Tensor, write_slots: torch.Tensor, window_slots: torch.Tensor
     ) -> torch.Tensor:
+        # the forward context is set per step, as vLLM's set_forward_context does: several engines
+        # (or cases) in one process each see their own cache
+        FORWARD_CONTEXT.clear()
+        FORWARD_CONTEXT.update(enumerate(self.kv_cache.layers))
         cond = self.time_mlp(timestep_embedding(t, self.cfg.dim))
         for block in self.blocks:
             x = block(x, cond, write_slots, window_slots)

@@ -67,3 +67,13 @@ def cases() -> list[Case]:
         build_case("split"),
         build_case("fused", layout="fused", expect_clean=False),
     ]
+
+
+def negative_controls() -> list[Case]:
+    """The cache writes the compiler cannot see: each must FAIL the gate (exit 1), naming its finding.
+
+    ``side_effect``: vLLM's side-effect write pattern copied into an engine op (no ``(a!)`` in its
+    schema): ``undeclared_write``. ``lost``: the same op with its dummy output unused, which
+    Inductor removes, so the compiled rollout never writes the cache: ``lost_write``.
+    """
+    return [build_case("side_effect", write="side_effect"), build_case("lost", write="lost")]
