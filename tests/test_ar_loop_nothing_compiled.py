@@ -61,7 +61,7 @@ def _case(steps: int) -> Case:
 
 def test_a_driver_that_runs_no_step_fails_the_case() -> None:
     result = run_case(_case(0), analysis_only=True)
-    assert not result.passed and not result.clean
+    assert not result.passed and not result.check_passed
     assert [e for e in result.report.problems if NOTHING in e]
 
 
