@@ -77,6 +77,8 @@ class CloneCheck:
         # lowering and C++ codegen do not; the post-grad FX graph itself is executed
         self.probe = Probe(analysis_only=analysis_only)
         self.probe.set_pools(self.pools)
+        if callable(pools) and not isinstance(pools, Mapping):
+            self.probe.pools_provider = lambda: resolve_pools(pools)
         # writes an opaque op makes without declaring them, and recompiles (compile_checks.check.writes/recompiles)
         self.probe.write_watch = RegionWriteWatch(self.pools, self.probe.received_pools)
         self.recompile_log = RecompileLog()
@@ -141,6 +143,7 @@ class CloneCheck:
         assert self._stack is not None
         self._stack.__exit__(exc_type, exc, tb)
         self._stack = None
+        self.pools = self.probe.pool_tensors or None  # the last ones read (a pools callable follows rebuilds)
         report = build_report(self.probe, self.pools, self.dump_dir, allow_unanalysed=self.allow_unanalysed)
         report.recompiles = recompile_table(self.probe.regions, self.recompile_log)
         report.run_findings += self.probe.write_watch.findings()

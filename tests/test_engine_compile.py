@@ -16,11 +16,12 @@ import torch
 
 from compile_checks import Case, run_case
 from compile_checks.api import CloneCheck, CompileCheckError
+from compile_checks.pools import pools_from_module
 
 BLOCKS = Path(__file__).resolve().parent.parent / "examples" / "engine_blocks"
 sys.path.insert(0, str(BLOCKS))
 
-from blocks_dit import BlocksDiT, KVCache, compile_blocks, rollout  # noqa: E402
+from blocks_dit import BlocksDiT, KVCache, chunk_slots, compile_blocks, rollout  # noqa: E402
 from cases import CONFIG, build_case  # noqa: E402
 
 pytestmark = pytest.mark.compile
@@ -95,3 +96,38 @@ def test_case_rejects_contradictory_compile_fields() -> None:
         Case("x", lambda: None, compile=lambda backend: None, fullgraph=True)
     with pytest.raises(ValueError, match="vllm-piecewise"):
         Case("x", lambda: None, compile=lambda backend: None, pipeline="vllm-piecewise")
+
+
+def _rebuilding_case(pools_callable: bool) -> Case:
+    """The fused cache is rebuilt (new tensors, same names) after the first chunk, as an engine
+    that reallocates its cache between requests does."""
+    case = build_case("rebuilt", layout="fused", expect_clean=False, check_writes=False).replace(verify=None)
+    model, cfg = case.fn, CONFIG
+    cache = model.kv_cache
+    noise = torch.randn(cfg.num_chunks, cfg.chunk_tokens, cfg.dim)
+
+    def drive(step):  # type: ignore[no-untyped-def]
+        outs = []
+        for c in range(cfg.num_chunks):
+            if c == 1:
+                cache.layers = KVCache(cfg, "fused").layers
+            outs.append(step(noise[c], torch.tensor([0.5]), *chunk_slots(cfg, c)))
+        return torch.stack(outs)
+
+    names = {f"layers.{i}.{kv}": f"layer{i}.{kv}" for i in range(cfg.num_layers) for kv in "kv"}
+    snapshot = pools_from_module(cache, names=names)
+    return case.replace(
+        driver=drive, pools=(lambda: pools_from_module(cache, names=names)) if pools_callable else snapshot
+    )
+
+
+def test_a_pools_callable_follows_a_rebuilt_cache() -> None:
+    result = run_case(_rebuilding_case(pools_callable=True), analysis_only=True)
+    assert result.passed and not result.report.other_clones, result.failure_reasons()
+    assert {c.pool for c in result.report.clones} == {"layer0.v", "layer1.v"}
+
+
+def test_negative_control_a_pools_snapshot_loses_the_rebuilt_cache() -> None:
+    """A plain mapping names the first tensors only: the rebuilt cache's copies match no named pool."""
+    result = run_case(_rebuilding_case(pools_callable=False), analysis_only=True)
+    assert [(c.pool, c.nbytes) for c in result.report.other_clones] == [(None, 8192), (None, 8192)]

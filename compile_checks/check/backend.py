@@ -121,8 +121,26 @@ class Probe:
     _last_backend_end: float = 0.0
     _post_grad_seconds: float = 0.0
 
+    # a zero-argument callable returning the (validated) pools: re-read before every region call, so
+    # an engine that rebuilds its cache tensors is followed (Case(pools=callable))
+    pools_provider: Callable[[], Mapping[str, torch.Tensor] | None] | None = None
+    pool_tensors: dict[str, torch.Tensor] = field(default_factory=dict)
+
     def set_pools(self, pools: Mapping[str, torch.Tensor] | None) -> None:
         self.pools = PoolIndex(pools)
+        self.pool_tensors = dict(pools or {})
+
+    def refresh_pools(self) -> None:
+        """Re-read the pools from ``pools_provider`` (in place: every recorder holds this index)."""
+        if self.pools_provider is None:
+            return
+        pools = dict(self.pools_provider() or {})
+        if pools.keys() == self.pool_tensors.keys() and all(pools[n] is self.pool_tensors[n] for n in pools):
+            return
+        self.pools.reset(pools)
+        self.pool_tensors = pools
+        if self.write_watch is not None:
+            self.write_watch.pools = dict(pools)
 
     # ---- the pass wrappers -------------------------------------------------------------
     def wrap_reinplace(self, original: Callable[..., None]) -> Callable[..., None]:
@@ -220,7 +238,7 @@ class Probe:
         )
         self._last_backend_end = end
         region.kernel_bytes = int(inductor_metrics.num_bytes_accessed)
-        return _count_calls(compiled, region)  # type: ignore[arg-type]  # compile_fx's union: a callable here
+        return _count_calls(compiled, region, self.refresh_pools)  # type: ignore[arg-type]  # a callable here
 
     def frame_started(self, _args: object = None) -> None:
         """Dynamo's compile-start callback: the dynamo phase of the next region starts here."""
@@ -247,12 +265,13 @@ def _run_fx_graph(gm: torch.fx.GraphModule) -> Any:
     return out
 
 
-def _count_calls(compiled: Callable[..., Any], region: Region) -> Callable[..., Any]:
-    """Wrap a region callable to count its runs, keeping its calling convention."""
+def _count_calls(compiled: Callable[..., Any], region: Region, before: Callable[[], None]) -> Callable[..., Any]:
+    """Wrap a region callable to count its runs (``before`` each one), keeping its calling convention."""
 
     @functools.wraps(compiled)
     def run(*args: Any, **kwargs: Any) -> Any:
         region.calls += 1
+        before()
         return compiled(*args, **kwargs)
 
     if getattr(compiled, "_boxed_call", False):

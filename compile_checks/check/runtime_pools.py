@@ -34,6 +34,10 @@ class PoolIndex:
     """The caller's named pools, indexed by storage pointer."""
 
     def __init__(self, pools: Mapping[str, torch.Tensor] | None) -> None:
+        self.reset(pools)
+
+    def reset(self, pools: Mapping[str, torch.Tensor] | None) -> None:
+        """Index ``pools`` (again: a rebuilt cache keeps its names, its tensors are new)."""
         self.refs: dict[str, StorageRef] = {n: StorageRef.of(t) for n, t in (pools or {}).items()}
         self.by_ptr: dict[int, dict[str, StorageRef]] = {}
         for name, ref in self.refs.items():
