@@ -7,12 +7,11 @@ buffer at least one pool big that the compiled module allocates (``empty_strided
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Callable
 from typing import Any
 
 import torch
+from _checks import pool_sized_allocations
 from torch._inductor.utils import run_and_get_code
 
 import ar_paging
@@ -94,20 +93,6 @@ def op_then_aten_commit(k, v, x, slots, window, evicted):
 
 
 # ---- truth: Inductor's generated code -----------------------------------------------------------
-_ALLOC = re.compile(r"empty_strided_cpu\(\(([^)]*)\), \([^)]*\), torch\.(\w+)\)")
-
-
-def pool_sized_allocations(code: str, pool_bytes: int) -> list[int]:
-    """Bytes of every buffer the compiled module allocates that is at least one pool big."""
-    out = []
-    for shape, dtype in _ALLOC.findall(code):
-        numel = math.prod(int(d) for d in shape.replace(" ", "").split(",") if d)
-        nbytes = numel * getattr(torch, dtype).itemsize
-        if nbytes >= pool_bytes:
-            out.append(nbytes)
-    return out
-
-
 def generated_copies(
     fn: Callable[..., Any],
     run: Callable[[Callable[..., Any]], Any],

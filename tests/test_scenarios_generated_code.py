@@ -11,11 +11,9 @@ One full compile per scenario, commit graph only (``denoise_steps=1``), cached p
 from __future__ import annotations
 
 import dataclasses
-import math
-import re
 
 import pytest
-import torch
+from _checks import pool_sized_allocations
 from torch._inductor.utils import run_and_get_code
 
 from compile_checks.case import CaseResult, run_case
@@ -23,7 +21,6 @@ from compile_checks.scenarios import SCENARIOS, Scenario, scenario_case
 
 pytestmark = pytest.mark.compile
 
-_ALLOC = re.compile(r"empty_strided_cpu\(\(([^)]*)\), \([^)]*\), torch\.(\w+)\)")
 
 # commit graph only, 2 chunks (the second reads a resident window); the whole-model region
 # of commit_before is 2 layers here (the gate runs 4) to keep the compile short
@@ -39,17 +36,6 @@ NEW_SCENARIOS: dict[str, dict[str, int]] = {
     "index_put_commit": _SHRINK,
     "index_put_commit_last": _SHRINK,
 }
-
-
-def pool_sized_allocations(code: str, pool_bytes: int) -> list[int]:
-    """Bytes of every buffer the compiled module allocates that is at least one pool big."""
-    out = []
-    for shape, dtype in _ALLOC.findall(code):
-        numel = math.prod(int(d) for d in shape.replace(" ", "").split(",") if d)
-        nbytes = numel * getattr(torch, dtype).itemsize
-        if nbytes >= pool_bytes:
-            out.append(nbytes)
-    return out
 
 
 def test_pool_sized_allocations_parser() -> None:
