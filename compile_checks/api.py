@@ -288,7 +288,8 @@ def format_report(report: CloneReport) -> str:
     if report.clones:
         lines.append(
             f"{len(report.clones)} pool copy(ies) survived Inductor's reinplace pass "
-            f"({report.clone_bytes} bytes copied per execution of the regions):"
+            f"({report.clone_bytes} bytes per call of the regions, {report.clone_bytes_per_run} bytes over the "
+            f"{sum(report.region_calls.values())} region call(s) of this run):"
         )
         lines += [_copy_lines(c) for c in report.clones]
     if report.other_clones:

@@ -114,7 +114,13 @@ class CloneReport:
 
     @property
     def clone_bytes(self) -> int:
+        """Bytes the surviving copies move in one execution of each region that has one."""
         return sum(c.nbytes for c in self.clones)
+
+    @property
+    def clone_bytes_per_run(self) -> int:
+        """Bytes the copies moved over the whole run (the case's driver: every call of each region)."""
+        return sum(c.nbytes * self.region_calls.get(c.region, 1) for c in self.clones)
 
     @property
     def clean(self) -> bool:
@@ -140,6 +146,7 @@ class CloneReport:
             "clean": self.clean,
             "check_passed": self.check_passed,
             "clone_bytes": self.clone_bytes,
+            "clone_bytes_per_run": self.clone_bytes_per_run,
             "clones": [c.to_dict() for c in self.clones],
             "other_clones": [c.to_dict() for c in self.other_clones],
             "mutated_args": [asdict(m) for m in self.mutated_args],

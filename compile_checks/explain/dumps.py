@@ -104,7 +104,10 @@ def render_index(report: CloneReport, probe: Probe, dump_dir: str) -> str:
     verdict = (
         "CLEAN: every mutated pool argument was re-inplaced"
         if report.clean
-        else (f"{len(report.clones)} surviving pool clone(s), {report.clone_bytes} bytes per execution")
+        else (
+            f"{len(report.clones)} surviving pool clone(s), {report.clone_bytes} bytes per call of the regions, "
+            f"{report.clone_bytes_per_run} bytes over this run's region calls"
+        )
     )
     lines = [
         "# compile_checks dump index",

@@ -59,7 +59,9 @@ def _verdict(o: Outcome) -> str:
     if o.clean:
         return "clean"
     args = ",".join(sorted({c["arg"] for c in o.clones}))
-    return _esc(f"{len(o.clones)} clone(s) {args} {sum(c['nbytes'] for c in o.clones)} B")
+    per_run = o.report.get("clone_bytes_per_run")
+    run = f", {per_run} B/run" if per_run is not None else ""
+    return _esc(f"{len(o.clones)} clone(s) {args} {sum(c['nbytes'] for c in o.clones)} B/call{run}")
 
 
 def _eager(o: Outcome) -> str:
