@@ -57,7 +57,7 @@ def build_report(
         )
         report.unreceived_pools = list(pools or {})
         return report
-    report.errors += _aliased_names(pools or {})
+    # two names for one tensor never get here: CloneCheck's pools pass compile_checks.pools.validate_pools
     for name, tensor in (pools or {}).items():
         if tensor.numel() == 0:
             # nothing to copy, and no compiled graph can be told to have received it
@@ -70,21 +70,6 @@ def build_report(
                 "(a stale or rebuilt tensor? its copies could not be seen)"
             )
     return report
-
-
-def _aliased_names(pools: Mapping[str, torch.Tensor]) -> list[str]:
-    """Two names for one tensor (same storage and geometry): every copy would carry only one of them."""
-    seen: dict[tuple, str] = {}
-    out: list[str] = []
-    for name, t in pools.items():
-        if t.numel() == 0:
-            continue
-        key = (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), tuple(t.stride()), t.dtype)
-        if key in seen:
-            out.append(f"named pools {seen[key]!r} and {name!r} are the same tensor: name each pool once")
-        else:
-            seen[key] = name
-    return out
 
 
 def _unanalysed(region: Region) -> list[str]:

@@ -372,7 +372,13 @@ def _write_finding(
     anchored = node.anchored if node is not None else None
     emitted = node.in_generated_code if node is not None else None
     details = {"anchored": anchored, "in_generated_code": emitted, "node": node.node if node else None}
-    if op in VLLM_ATTENTION_OPS:
+    if op in VLLM_ATTENTION_OPS or (op in VLLM_KV_UPDATE_OPS and anchored):
+        why = (
+            "recognised: a backend whose forward includes the KV update; the op declares its output mutated, "
+            "so Inductor keeps it"
+            if op in VLLM_ATTENTION_OPS
+            else "recognised side-effect write: its dummy output orders it before attention"
+        )
         return WriteFinding(
             WriteProblem.SIDE_EFFECT_WRITE,
             pool,
@@ -383,21 +389,7 @@ def _write_finding(
             fails=False,
             details={**details, "anchored": True},
             message=f"{op} wrote pool {pool!r} rows {_fmt_rows(rows)}, {nbytes} bytes, through vLLM's forward "
-            "context (recognised: a backend whose forward includes the KV update; the op declares its output "
-            "mutated, so Inductor keeps it)",
-        )
-    if op in VLLM_KV_UPDATE_OPS and anchored:
-        return WriteFinding(
-            WriteProblem.SIDE_EFFECT_WRITE,
-            pool,
-            op,
-            rows=rows,
-            nbytes=nbytes,
-            region=region,
-            fails=False,
-            details=details,
-            message=f"{op} wrote pool {pool!r} rows {_fmt_rows(rows)}, {nbytes} bytes, through vLLM's forward "
-            "context (recognised side-effect write: its dummy output orders it before attention)",
+            f"context ({why})",
         )
     risk = "Inductor may drop, reorder or CSE around it"
     if anchored is False:
