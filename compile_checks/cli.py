@@ -147,10 +147,14 @@ def _parser() -> argparse.ArgumentParser:
     g = sub.add_parser("gate", help="check cases (targets, pyproject, or the built-in gate); the default")
     g.add_argument("targets", nargs="*", metavar="TARGET", help=target_help)
     _add_run_options(g, "sub_")
-    ls = sub.add_parser("list", help="list the built-in scenarios, or the cases the targets/pyproject name")
+    ls = sub.add_parser(
+        "list", help="list the built-in scenarios, or the plan the targets/pyproject/--pipeline/--shard name"
+    )
     ls.add_argument("targets", nargs="*", metavar="TARGET", help=target_help)
     _add_run_options(ls, "sub_")
-    d = sub.add_parser("dump", help="compile cases fully with depyf dumps and an index.md per case")
+    d = sub.add_parser(
+        "dump", help="compile cases fully with depyf dumps and an index.md per case (each under its own pipeline)"
+    )
     d.add_argument("targets", nargs="*", metavar="TARGET", help=target_help)
     d.add_argument("--out", required=True, metavar="DIR")
     _add_run_options(d, "sub_")
