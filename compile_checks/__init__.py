@@ -13,6 +13,7 @@ _EXPORTS: dict[str, str] = {
     "Case": "compile_checks.case",
     "CaseResult": "compile_checks.case",
     "run_case": "compile_checks.case",
+    "LazyCase": "compile_checks.lazy_case",
     "CheckSessionError": "compile_checks.check.hooks",
     "IncompatibleTorchError": "compile_checks.check.hooks",
     "TargetError": "compile_checks.gate.targets",
@@ -44,6 +45,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from compile_checks.check.findings import CloneReport, MutatedArgRecord, SurvivingClone
     from compile_checks.check.hooks import CheckSessionError, IncompatibleTorchError
     from compile_checks.gate.targets import TargetError
+    from compile_checks.lazy_case import LazyCase
 
 
 def __getattr__(name: str) -> Any:

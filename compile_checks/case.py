@@ -37,8 +37,69 @@ if TYPE_CHECKING:  # torch is imported lazily: loading a case file must stay che
     from compile_checks.check.findings import CloneReport
 
 
+ExpectClean = bool | Mapping[Pipeline, bool]
+
+
+def normalized_expectation(
+    name: str, expect: bool | Mapping[Any, Any], pipeline: Pipeline
+) -> tuple[ExpectClean, Pipeline]:
+    """``expect_clean`` as a bool or a non-empty ``{Pipeline: bool}``, and the case's pipeline: one of the
+    mapping's keys (the stock default becomes the first key; another pipeline the mapping lacks is an error)."""
+    if isinstance(expect, bool):
+        return expect, pipeline
+    if not isinstance(expect, Mapping) or not expect:
+        raise ValueError(
+            f"Case {name!r}: expect_clean must be a bool or a non-empty mapping pipeline -> bool, got {expect!r}"
+        )
+    unknown = [p for p in expect if p not in PIPELINES]
+    if unknown:
+        raise ValueError(
+            f"Case {name!r}: expect_clean names unknown pipeline(s) {', '.join(map(repr, unknown))}; "
+            f"valid: {', '.join(PIPELINES)}"
+        )
+    if not all(isinstance(v, bool) for v in expect.values()):
+        raise ValueError(f"Case {name!r}: expect_clean's values must be bools, got {expect!r}")
+    per_pipeline = {Pipeline(p): v for p, v in expect.items()}
+    if pipeline in per_pipeline:
+        return per_pipeline, pipeline
+    if pipeline != Pipeline.STOCK:  # stock is also the field's default: then the mapping's first key
+        raise ValueError(
+            f"Case {name!r}: pipeline {pipeline} has no expectation in expect_clean (names {', '.join(per_pipeline)})"
+        )
+    return per_pipeline, next(iter(per_pipeline))
+
+
+class Expectation:
+    """The verdict a case must get, per pipeline: shared by :class:`Case` and ``LazyCase``."""
+
+    name: str
+    expect_clean: ExpectClean
+    pipeline: Pipeline
+
+    @property
+    def expected_pipelines(self) -> tuple[Pipeline, ...] | None:
+        """The pipelines an ``expect_clean`` mapping names (the case runs only there); None for a bool."""
+        return None if isinstance(self.expect_clean, bool) else tuple(self.expect_clean)
+
+    def expects_clean_on(self, pipeline: Pipeline | str) -> bool:
+        """The verdict under ``pipeline`` (a bool ``expect_clean`` holds for every pipeline)."""
+        if isinstance(self.expect_clean, bool):
+            return self.expect_clean
+        if pipeline not in self.expect_clean:
+            raise ValueError(
+                f"Case {self.name!r}: no expectation for pipeline {pipeline} "
+                f"(expect_clean names {', '.join(self.expect_clean)})"
+            )
+        return self.expect_clean[Pipeline(pipeline)]
+
+    @property
+    def expects_clean(self) -> bool:
+        """The verdict under the case's own ``pipeline``."""
+        return self.expects_clean_on(self.pipeline)
+
+
 @dataclass(frozen=True)
-class Case:
+class Case(Expectation):
     """One compiled step (or host loop) with its pools and the verdict it must get.
 
     Attributes:
@@ -49,7 +110,10 @@ class Case:
             zero-argument callable returning it, re-read by the check so rebuilt tensors are followed
             (:mod:`compile_checks.pools` names them from module trees, cache objects, vLLM's
             forward context). A tensor named twice, or two names that overlap, is an error.
-        expect_clean: True for a case that must keep no pool copy; False for a negative control.
+        expect_clean: True for a case that must keep no pool copy; False for a negative control; or a
+            mapping pipeline -> bool (``{"stock": True, "vllm": False}``): the verdict per pipeline, and the
+            pipelines the gate runs the case under (its ``pipelines`` select among them, never re-target it).
+            ``pipeline`` must be one of the keys (default: the first).
         driver: host loop ``driver(compiled) -> Any`` that calls the compiled callable as the
             engine does (many steps, commits, eviction); its return value is ``CaseResult.output``.
         functionalization: "v1" | "v2" (kept as a :class:`Functionalization`); None takes the
@@ -84,7 +148,7 @@ class Case:
     args: tuple[Any, ...] = ()
     kwargs: Mapping[str, Any] = field(default_factory=dict)
     pools: Mapping[str, torch.Tensor] | Callable[[], Mapping[str, torch.Tensor]] = field(default_factory=dict)
-    expect_clean: bool = True
+    expect_clean: ExpectClean = True
     driver: Callable[[Callable[..., Any]], Any] | None = None
     functionalization: Functionalization | None = None
     dynamic: bool = False
@@ -133,8 +197,9 @@ class Case:
             )
         if self.compile is not None and self.pipeline == Pipeline.VLLM_PIECEWISE:
             raise ValueError(f"Case {self.name!r}: compile cannot be combined with the vllm-piecewise pipeline")
-        if not isinstance(self.expect_clean, bool):
-            raise ValueError(f"Case {self.name!r}: expect_clean must be a bool, got {self.expect_clean!r}")
+        expect, pipeline = normalized_expectation(self.name, self.expect_clean, self.pipeline)
+        object.__setattr__(self, "expect_clean", expect)
+        object.__setattr__(self, "pipeline", pipeline)
         if self.max_recompiles is not None and (not isinstance(self.max_recompiles, int) or self.max_recompiles < 0):
             raise ValueError(
                 f"Case {self.name!r}: max_recompiles must be an int >= 0 or None, got {self.max_recompiles!r}"
@@ -147,8 +212,8 @@ class Case:
 
 def pipeline_label(name: str, pipeline: Pipeline) -> str:
     """``name`` on the stock pipeline, ``name[vllm]`` on another: the one label style of tables,
-    JUnit test names, dump folders and the built-in cases' names."""
-    return name if pipeline == Pipeline.STOCK else f"{name}[{pipeline}]"
+    JUnit test names, dump folders and the built-in cases' names (a name already labelled stays)."""
+    return name if pipeline == Pipeline.STOCK or name.endswith(f"[{pipeline}]") else f"{name}[{pipeline}]"
 
 
 @dataclass
@@ -172,16 +237,16 @@ class CaseResult:
 
     @property
     def verdict_met(self) -> bool:
-        """The copy verdict is ``case.expect_clean``, from a usable check (:func:`verdict.verdict_met`)."""
+        """The copy verdict is ``case.expects_clean``, from a usable check (:func:`verdict.verdict_met`)."""
         return verdict.verdict_met(
-            expect_clean=self.case.expect_clean, clean=self.report.clean, problems=self.report.problems
+            expect_clean=self.case.expects_clean, clean=self.report.clean, problems=self.report.problems
         )
 
     @property
     def passed(self) -> bool:
         """The verdict met, and the compiled run matched eager (when checked)."""
         return verdict.case_passed(
-            expect_clean=self.case.expect_clean,
+            expect_clean=self.case.expects_clean,
             clean=self.report.clean,
             problems=self.report.problems,
             eager_match=self.eager_match,
@@ -191,13 +256,14 @@ class CaseResult:
         """Why the case did not pass (:func:`verdict.failure_reasons`); empty when it passed."""
         report = self.report
         return verdict.failure_reasons(
-            expect_clean=self.case.expect_clean,
+            expect_clean=self.case.expects_clean,
             clean=report.clean,
             problems=report.problems,
             copies=[verdict.copy_fields(c) for c in [*report.clones, *report.other_clones]],
             eager_match=self.eager_match,
             max_abs_diff=self.max_abs_diff,
             copies_listed=copies_listed,
+            pipeline=self.case.pipeline,
         )
 
 
@@ -334,4 +400,14 @@ def run_findings(case: Case, report: CloneReport, reference: Any) -> list[Any]:
     return found + recompile_findings(report.recompiles, case.max_recompiles)
 
 
-__all__ = ["Case", "CaseResult", "case_result", "check_session", "pipeline_label", "run_case"]
+__all__ = [
+    "Case",
+    "CaseResult",
+    "ExpectClean",
+    "Expectation",
+    "case_result",
+    "check_session",
+    "normalized_expectation",
+    "pipeline_label",
+    "run_case",
+]

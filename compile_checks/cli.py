@@ -1,6 +1,7 @@
 """``compile-checks`` / ``python -m compile_checks``: gate cases for pool clones, exit with a meaning.
 
-One parser, four subcommands: ``gate [TARGET...]`` (the default), ``list``, ``dump``, ``report``.
+One parser, five subcommands: ``gate [TARGET...]`` (the default), ``list``, ``dump``, ``report``, and
+``merge OUT.json...`` (the ``gate --shard K/N --json`` outputs of a CI matrix as one run).
 The gate's options work before or after the subcommand (``compile-checks --json gate`` ==
 ``compile-checks gate --json``); the report's options follow ``report``. ``--help`` and usage
 errors answer without importing torch.
@@ -66,9 +67,15 @@ _RUN_OPTIONS: list[Option] = [
         help="run cases in N spawned processes (default: 2 on 2+ cores for 8+ cases, else 1)",
     ),
     _o("--timings", **_FLAG, help="per-phase compile times per case"),
+    _o("--shard", metavar="K/N", help="run shard K of N of the plan (a stable split; `merge` joins the outputs)"),
+    _o(
+        "--shard-timings",
+        metavar="JSON",
+        help="balance --shard by each case's wall seconds in an earlier gate/merge --json output",
+    ),
 ]
 _APPENDS = {"scenario", "pipeline"}
-_NOT_FOR_LIST = {"pipeline", "full", "analysis_only", "junitxml", "dump_dir", "jobs", "timings"}
+_NOT_FOR_LIST = {"full", "analysis_only", "junitxml", "dump_dir", "jobs", "timings"}
 
 # the report's options (after ``report`` only); dest = "report_" + the ReportRequest field
 _REPORT_OPTIONS: list[Option] = [
@@ -135,18 +142,29 @@ def _parser() -> argparse.ArgumentParser:
         "5 compiled != eager, 130 interrupted.",
     )
     _add_run_options(p, "")
-    sub = p.add_subparsers(dest="command", metavar="{gate,list,dump,report}")
+    sub = p.add_subparsers(dest="command", metavar="{gate,list,dump,report,merge}")
     target_help = "path/to/file.py:NAME or package.module:NAME (a Case, a list, or a zero-arg callable)"
     g = sub.add_parser("gate", help="check cases (targets, pyproject, or the built-in gate); the default")
     g.add_argument("targets", nargs="*", metavar="TARGET", help=target_help)
     _add_run_options(g, "sub_")
-    ls = sub.add_parser("list", help="list the built-in scenarios, or the cases the targets/pyproject name")
+    ls = sub.add_parser(
+        "list", help="list the built-in scenarios, or the plan the targets/pyproject/--pipeline/--shard name"
+    )
     ls.add_argument("targets", nargs="*", metavar="TARGET", help=target_help)
     _add_run_options(ls, "sub_")
-    d = sub.add_parser("dump", help="compile cases fully with depyf dumps and an index.md per case")
+    d = sub.add_parser(
+        "dump", help="compile cases fully with depyf dumps and an index.md per case (each under its own pipeline)"
+    )
     d.add_argument("targets", nargs="*", metavar="TARGET", help=target_help)
     d.add_argument("--out", required=True, metavar="DIR")
     _add_run_options(d, "sub_")
+    m = sub.add_parser(
+        "merge",
+        help="merge the --json outputs of `gate --shard K/N` into one run (table, --json, --junitxml; the gate's exit)",
+    )
+    m.add_argument("merge_files", nargs="+", metavar="OUT.json", help="one gate --shard K/N --json output per shard")
+    m.add_argument("--json", dest="merge_json", action="store_true", help="the merged run as the gate's --json")
+    m.add_argument("--junitxml", dest="merge_junitxml", metavar="PATH", help="write the merged run's JUnit XML")
     r = sub.add_parser(
         "report",
         help="traffic report: extra bytes of surviving copies against the ideal, per case",
@@ -216,6 +234,10 @@ def _check_run_options(args: argparse.Namespace, command: str) -> None:
         raise UsageError(f"--jobs must be at least 1, got {args.jobs}")
     if getattr(args, "targets", None) and args.scenario:
         raise UsageError("give TARGETs or --scenario, not both")
+    if args.shard is not None:
+        from compile_checks.gate.shard import Shard  # torch-free: a bad K/N is answered before anything loads
+
+        Shard.parse(args.shard)
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -236,6 +258,12 @@ def _run(args: argparse.Namespace) -> int:
     command = args.command or "gate"
     if command == "report":
         return _report(args)
+    if command == "merge":
+        if any(getattr(args, _dest(f, kw)) is not None for f, kw in _RUN_OPTIONS):
+            raise UsageError("merge takes its own options after the subcommand: compile-checks merge --help")
+        from compile_checks.gate.merge import run_merge  # here: merging imports the gate's writers
+
+        return run_merge(args)
     _check_run_options(args, command)
     config = _config(args)
     mode = _gate_mode(args, command, config)

@@ -43,24 +43,53 @@ def failure_reasons(
     eager_match: bool | None,
     max_abs_diff: float | None,
     copies_listed: bool = False,
+    pipeline: str | None = None,
+    retargeted_from: str | None = None,
 ) -> list[str]:
     """Why a case did not pass, one sentence per reason; empty when it passed.
 
     ``copies``: :func:`copy_fields` of every surviving copy; ``copies_listed``: the caller prints
-    them itself (one per line), so the reason only counts them.
+    them itself (one per line), so the reason only counts them. ``pipeline``: the one the case ran
+    under (named when not stock); ``retargeted_from``: the case's own pipeline when the gate's
+    ``pipelines`` re-ran its single ``expect_clean`` under another: then the pipeline is what changed,
+    and the reason says so (with the per-pipeline ``expect_clean`` that would state it).
     """
     reasons: list[str] = []
+    changed = (pipeline, retargeted_from) if pipeline and retargeted_from and retargeted_from != pipeline else None
     if problems:
         reasons.append("the check could not decide: " + "; ".join(problems))
     if clean is False and expect_clean:
         listed = " (each listed on its own line)" if copies_listed else ": " + "; ".join(map(render_copy, copies))
-        reasons.append(f"{len(copies)} pool clone(s) survive reinplacing{listed}")
+        reasons.append(f"{len(copies)} pool clone(s) survive reinplacing{_under(pipeline)}{listed}")
+        if changed:
+            reasons.append(_pipeline_changed(True, *changed))
     if clean is True and not expect_clean:
-        reasons.append(NEGATIVE_CONTROL_LOST)
+        if changed:
+            reasons.append(
+                f"negative control stopped cloning under the {pipeline} pipeline; "
+                + _pipeline_changed(False, *changed)
+                + "; if not, the check lost its power to see this bug"
+            )
+        else:
+            reasons.append(NEGATIVE_CONTROL_LOST + _under(pipeline))
     if eager_match is False:
         diff = "?" if max_abs_diff is None else f"{max_abs_diff:.3g}"
         reasons.append(f"compiled != eager (max relative diff {diff})")
     return reasons
+
+
+def _under(pipeline: str | None) -> str:
+    return "" if pipeline is None or pipeline == "stock" else f" under the {pipeline} pipeline"
+
+
+def _pipeline_changed(expect_clean: bool, pipeline: str, own: str) -> str:
+    """What changed was the pipeline, not the check: the per-pipeline expectation that would say so."""
+    mapping = f"expect_clean={{'{own}': {expect_clean}, '{pipeline}': {not expect_clean}}}"
+    return (
+        f"the gate's pipelines chose {pipeline}: the case's expect_clean={expect_clean} was written for its own "
+        f"pipeline {own}, and this layout may {'clone' if expect_clean else 'be clean'} only under {pipeline}; "
+        f"if so, state it per pipeline: {mapping}"
+    )
 
 
 def copy_fields(c: SurvivingClone) -> dict[str, Any]:

@@ -38,8 +38,11 @@ def test_pipelines_retarget_every_user_case(tmp_path: Path) -> None:
         ("split_step[vllm]", "vllm"),
         ("fused_control[vllm]", "vllm"),
     ]
-    # a factory target is called once per pipeline: each pipeline's cases own their tensors
-    stock, vllm = (plan.preloaded[p.source][0] for p in (plan.cases[0], plan.cases[2]))
+    # a factory target is called again per pipeline: each pipeline's cases own their tensors
+    from compile_checks.gate.runner import CaseBuilder
+
+    builder = CaseBuilder(plan.preloaded)
+    stock, vllm = (builder.take(p) for p in (plan.cases[0], plan.cases[2]))
     assert vllm.pipeline == "vllm" and stock.args[0] is not vllm.args[0]
 
 

@@ -1,4 +1,4 @@
-"""The gate's subcommands (``gate``, ``dump``, ``list``): plan, run through the runner, print, exit code.
+"""The gate's subcommands (``gate``, ``dump``, ``list``): plan, shard, run through the runner, print, exit code.
 
 :mod:`compile_checks.cli` parses the command line and resolves the run's
 :class:`~compile_checks.vocab.Mode` and ``[tool.compile_checks]`` table once; these handlers take
@@ -23,6 +23,7 @@ from compile_checks.gate.outdir import writable_dir_problem
 from compile_checks.gate.outputs import json_document, print_results
 from compile_checks.gate.plan import GatePlan, plan_builtin, plan_targets
 from compile_checks.gate.runner import auto_jobs, progress_callback, run_plan
+from compile_checks.gate.shard import Shard, shard_plan
 from compile_checks.gate.targets import TargetError
 from compile_checks.pipelines.vllm_env import prepare_process_for_vllm
 from compile_checks.vocab import ErrorKind, ExitCode, Mode
@@ -51,18 +52,23 @@ def check_writable_file(path: Path) -> None:
 
 
 def plan(args: argparse.Namespace, command: str, mode: Mode, config: GateConfig | None) -> GatePlan:
-    """The cases to run: TARGETs, else the table's targets (unless --scenario), else built-ins."""
+    """The cases to run: TARGETs, else the table's targets (unless --scenario), else built-ins.
+
+    ``dump`` compiles each case once, under its own pipeline (the built-in scenarios: stock), unless
+    ``--pipeline`` says otherwise: the table's ``pipelines`` are a gate's, a full compile per pipeline
+    per case is minutes of dumps nobody asked for.
+    """
     targets = list(getattr(args, "targets", []) or [])
     # the table's defaults (pipelines, full, junitxml, dump_dir) hold for TARGETs and --scenario
     # runs too; only its `targets` give way to the command line's
-    pipelines = list(args.pipeline or (config.pipelines if config else ()))
+    pipelines = list(args.pipeline or (config.pipelines if config and command != "dump" else ()))
     # before any target or scenario can import vLLM: on a CPU-only host its platform must resolve as CPU
     prepare_process_for_vllm()
     try:
         if targets or (config and config.targets and not args.scenario):
             specs = targets or list(config.targets)  # type: ignore[union-attr]
             base = Path.cwd() if targets else config.base_dir  # type: ignore[union-attr]
-            return plan_targets(specs, base, pipelines, mode=mode)
+            return plan_targets(specs, base, pipelines, mode=mode, own_pipeline=command == "dump")
         if command == "dump" and not args.scenario:
             raise UsageError("dump needs TARGETs or --scenario NAME")
         if command == "dump":
@@ -87,11 +93,23 @@ def exit_code(outcomes: Sequence[Any]) -> ExitCode:
     return ExitCode.CLEAN
 
 
+def sharded(args: argparse.Namespace, gate_plan: GatePlan) -> tuple[GatePlan, dict[str, Any] | None]:
+    """``--shard K/N``: this shard's part of the plan and its JSON ``shard`` entry; else the plan as is."""
+    if args.shard is None:
+        if args.shard_timings is not None:
+            raise UsageError("--shard-timings balances --shard: give --shard K/N too")
+        return gate_plan, None
+    timings = Path(args.shard_timings) if args.shard_timings is not None else None
+    return shard_plan(gate_plan, Shard.parse(args.shard), timings)
+
+
 def run_gate(args: argparse.Namespace, command: str, mode: Mode, config: GateConfig | None) -> ExitCode:
-    """``gate`` / ``dump``: every planned case through the gate's runner; table or JSON; JUnit."""
+    """``gate`` / ``dump``: every planned case (of this ``--shard``) through the runner; table or JSON; JUnit."""
     gate_plan = plan(args, command, mode, config)
     if not gate_plan.cases:
         raise UsageError("nothing to check: the targets/scenarios name no cases")
+    # a shard may hold no case (N > cases): it still answers, so `merge` sees every shard
+    gate_plan, shard = sharded(args, gate_plan)
     junit = Path(args.junitxml) if args.junitxml else (config.junitxml if config else None)
     dump_root: Path | None
     if command == "dump":
@@ -118,8 +136,10 @@ def run_gate(args: argparse.Namespace, command: str, mode: Mode, config: GateCon
             raise UnwritableOutput(f"cannot write {junit}: {e.strerror or e}") from None
     try:
         if args.json:
-            print(json_document(outcomes, code, seconds, gate_plan.notes))
+            print(json_document(outcomes, code, seconds, gate_plan.notes, extra={"shard": shard} if shard else None))
         else:
+            if shard is not None:
+                print(f"shard {args.shard}: {len(outcomes)} of {len(shard['plan_labels'])} case(s)")
             print_results(
                 outcomes,
                 title=f"compile-checks {command}",
@@ -136,8 +156,11 @@ def run_gate(args: argparse.Namespace, command: str, mode: Mode, config: GateCon
 
 
 def run_list(args: argparse.Namespace, mode: Mode, config: GateConfig | None) -> ExitCode:
-    """``list``: the built-in scenarios, or the cases the targets / the table name (nothing compiles)."""
-    if args.targets or args.scenario or (config is not None and config.targets):
+    """``list``: the built-in scenarios, or the plan the targets / the table / ``--pipeline`` / ``--shard``
+    name (nothing compiles; a ``LazyCase`` is not built)."""
+    if args.targets or args.scenario or args.pipeline or args.shard or (config is not None and config.targets):
+        gate_plan, _ = sharded(args, plan(args, "list", mode, config))
+        notes = gate_plan.notes
         rows: list[dict[str, Any]] = [
             {
                 "name": p.label,
@@ -146,7 +169,7 @@ def run_list(args: argparse.Namespace, mode: Mode, config: GateConfig | None) ->
                 "expect_clean": p.expect_clean,
                 "mode": "analysis" if p.analysis_only else "full",
             }
-            for p in plan(args, "list", mode, config).cases
+            for p in gate_plan.cases
         ]
         lines = [
             f"{r['name']:28s} {r['group']:40s} {r['mode']:8s} expect {'clean' if r['expect_clean'] else 'clones'}"
@@ -154,6 +177,7 @@ def run_list(args: argparse.Namespace, mode: Mode, config: GateConfig | None) ->
         ]
     else:
         # here, not at the top: importing the scenarios imports vLLM (after prepare_process_for_vllm only)
+        notes = []
         prepare_process_for_vllm()
         from compile_checks.scenarios import DEFAULT_GATE, SCENARIOS
 
@@ -176,7 +200,7 @@ def run_list(args: argparse.Namespace, mode: Mode, config: GateConfig | None) ->
         if args.json:
             print(json.dumps(rows, indent=2))
         else:
-            for line in lines:
+            for line in lines + [f"note: {n}" for n in notes]:
                 print(line)
         sys.stdout.flush()
     except BrokenPipeError:  # `compile-checks list | head`: the reader left; not an error

@@ -2,13 +2,13 @@
 
 ``--json`` is a contract for CI scripts: ``schema_version`` changes whenever a key is renamed
 or removed (adding keys keeps it). Version 1: ``{"schema_version", "exit_code", "seconds",
-"notes", "cases": [Outcome.to_dict(), ...]}``.
+"notes", "cases": [Outcome.to_dict(), ...]}``, plus ``shard`` (``gate --shard``) or ``merged`` (``merge``).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich.console import Console
@@ -27,7 +27,10 @@ def _esc(text: str) -> str:
     return escape(text)
 
 
-def json_document(outcomes: Sequence[Outcome], code: int, seconds: float, notes: Sequence[str]) -> str:
+def json_document(
+    outcomes: Sequence[Outcome], code: int, seconds: float, notes: Sequence[str], extra: Mapping[str, Any] | None = None
+) -> str:
+    """The ``--json`` document; ``extra``: top-level keys added (``shard`` / ``merged``: compile_checks.gate.shard)."""
     return json.dumps(
         {
             "schema_version": SCHEMA_VERSION,
@@ -35,6 +38,7 @@ def json_document(outcomes: Sequence[Outcome], code: int, seconds: float, notes:
             "seconds": round(seconds, 2),
             "notes": list(notes),
             "cases": [o.to_dict() for o in outcomes],
+            **(extra or {}),
         },
         indent=2,
         default=str,

@@ -1,8 +1,14 @@
-"""What one gate run checks: the cases, under which pipeline, in which mode.
+"""What one gate run checks: the cases, under which pipeline, with which expectation, in which mode.
 
-A :class:`PlannedCase` names its case by *how to build it* (a :class:`CaseSource` plus the
-case's name), not by the object: a worker process (``--jobs``) rebuilds the case from that
-description, and a zero-argument target factory gives fresh tensors per pipeline.
+A :class:`PlannedCase` names its case by *how to build it* (a :class:`~compile_checks.gate.sources.CaseSource`
+plus the case's name), not by the object: a worker process (``--jobs``) rebuilds the case from that
+description, and a zero-argument target factory gives fresh tensors per pipeline. Planning reads a
+target's cases once; a :class:`~compile_checks.lazy_case.LazyCase` is not built to be planned (``list``).
+
+Pipelines (:mod:`compile_checks.gate.sources`): a case with a per-pipeline ``expect_clean`` runs under
+the pipelines it names (the gate's ``pipelines`` select among them); a case with one bool runs under its
+own pipeline, or under each of the gate's. A user case's label carries its pipeline (``kv[vllm]``), so
+two cases of one name on different pipelines are two rows.
 
 Modes: the verdict (does a pool clone survive?) is decided on the post-grad graph
 (``analysis_only``), which costs dynamo + AOT + the post-grad passes and no C++ codegen.
@@ -13,45 +19,16 @@ The built-in gate adds a small, explicit codegen smoke (``FULL_COMPILE_SMOKE``, 
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from compile_checks.case import Case, pipeline_label
-from compile_checks.gate.targets import load_target
+from compile_checks.case import pipeline_label
+from compile_checks.gate.sources import BUILTIN, TARGET, CaseSource, runs_under, smoke_cases
+from compile_checks.gate.targets import Declared, declared_cases
 from compile_checks.vocab import Mode, Pipeline
 
-BUILTIN = "builtin"
-TARGET = "target"
 CODEGEN_SUFFIX = "[codegen]"
-
-
-@dataclass(frozen=True)
-class CaseSource:
-    """Where cases come from; ``load()`` builds them (fresh tensors unless the target is a Case)."""
-
-    kind: str  # BUILTIN | TARGET
-    spec: str = ""  # the target ("file.py:NAME" / "pkg.mod:NAME"); unused for BUILTIN
-    base_dir: str = ""  # relative file targets are taken from here
-    pipeline: Pipeline | None = None  # re-target every case to this pipeline; None keeps the case's own
-    names: tuple[str, ...] = ()  # BUILTIN: the scenario names
-    smoke: bool = False  # BUILTIN: the codegen smoke's commit-graph-only variants
-
-    def load(self) -> list[Case]:
-        if self.kind == BUILTIN and self.smoke:
-            return smoke_cases(self.names)
-        if self.kind == BUILTIN:
-            from compile_checks.scenarios import builtin_cases  # lazy: the scenarios import torch
-
-            return builtin_cases(self.names or None, (self.pipeline or Pipeline.STOCK,))
-        cases = load_target(self.spec, self.base_dir or None)
-        if self.pipeline is None:
-            return cases
-        # a Case instance target is re-targeted in place of a fresh build: the copy shares the
-        # tensors (running it under two pipelines writes the same pools twice); a zero-argument
-        # factory target is called again per pipeline and gets its own tensors
-        return [c if c.pipeline == self.pipeline else c.replace(pipeline=self.pipeline) for c in cases]
 
 
 @dataclass(frozen=True)
@@ -60,9 +37,11 @@ class PlannedCase:
     case_name: str  # the Case.name within its source
     label: str  # unique in the run: tables, JUnit test names, dump folders
     pipeline: Pipeline
-    expect_clean: bool
+    expect_clean: bool  # under ``pipeline``
     analysis_only: bool
     codegen_smoke: bool = False
+    # the case's own pipeline when the gate's pipelines re-ran its single bool expectation under another
+    retargeted_from: Pipeline | None = None
 
     @property
     def group(self) -> str:
@@ -74,22 +53,9 @@ class PlannedCase:
 @dataclass
 class GatePlan:
     cases: list[PlannedCase] = field(default_factory=list)
-    # cases built while planning, handed to the in-process runner so nothing is built twice
-    preloaded: dict[CaseSource, list[Case]] = field(default_factory=dict)
+    # cases read while planning, handed to the in-process runner so nothing is read twice
+    preloaded: dict[CaseSource, list[Declared]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
-
-
-def smoke_cases(names: Sequence[str]) -> list[Case]:
-    """The codegen smoke: each scenario with one denoising step per chunk, on the stock pipeline.
-
-    One step per chunk means every step commits, so only the commit graph (the one with the pool
-    write, whose generated code is the evidence) is compiled, through the whole host loop with
-    eviction; the non-commit graph's verdict is already decided in analysis mode. Measured on the
-    2-core box: split fully compiled in 54.9 s with 1 step vs 76.8 s with 3 (codegen 48 vs 72 s).
-    """
-    from compile_checks.scenarios import SCENARIOS, scenario_case  # lazy: the scenarios import torch
-
-    return [scenario_case(dataclasses.replace(SCENARIOS[n], denoise_steps=1)) for n in names]
 
 
 def codegen_smoke_names() -> tuple[str, ...]:
@@ -104,29 +70,89 @@ def scenario_names() -> list[str]:
     return list(SCENARIOS)
 
 
-def _add_source(plan: GatePlan, source: CaseSource, *, analysis_only: bool, smoke: bool = False) -> None:
-    cases = source.load()
-    plan.preloaded[source] = cases
+def _add(plan: GatePlan, source: CaseSource, cases: Sequence[Declared], *, analysis_only: bool) -> None:
+    plan.preloaded[source] = list(cases)
     for c in cases:
-        label = c.name  # a built-in case's name is already labelled: split[vllm]
-        if smoke:
-            label += CODEGEN_SUFFIX
-        elif source.kind == TARGET and source.pipeline is not None:
-            label = pipeline_label(c.name, c.pipeline)  # one target, several pipelines
-        plan.cases.append(PlannedCase(source, c.name, label, c.pipeline, c.expect_clean, analysis_only, smoke))
+        if source.kind == TARGET:
+            pipeline = source.pipeline or c.pipeline
+            label = pipeline_label(c.name, pipeline)
+        else:  # a built-in case's name is already labelled: split[vllm]
+            pipeline, label = c.pipeline, c.name + (CODEGEN_SUFFIX if source.smoke else "")
+        moved = c.expected_pipelines is None and c.pipeline != pipeline
+        plan.cases.append(
+            PlannedCase(
+                source,
+                c.name,
+                label,
+                pipeline,
+                c.expects_clean_on(pipeline),
+                analysis_only,
+                source.smoke,
+                retargeted_from=c.pipeline if moved else None,
+            )
+        )
 
 
-def plan_targets(specs: Sequence[str], base_dir: str | Path, pipelines: Sequence[Pipeline], *, mode: Mode) -> GatePlan:
-    """The user's cases, once per pipeline in ``pipelines`` (or each under its own when empty)."""
+def _pipelines_of(c: Declared, wanted: tuple[Pipeline, ...], own_pipeline: bool) -> tuple[Pipeline, ...]:
+    if own_pipeline:
+        return (c.pipeline,)
+    named = c.expected_pipelines
+    if named is None:
+        return wanted or (c.pipeline,)
+    return tuple(p for p in (wanted or named) if p in named)
+
+
+def _plan_target(
+    plan: GatePlan, spec: str, base_dir: str, wanted: tuple[Pipeline, ...], own_pipeline: bool, analysis_only: bool
+) -> None:
+    cases = declared_cases(spec, base_dir)
+    order: list[Pipeline] = list(wanted)
+    first_use: dict[int, Pipeline] = {}  # each object read here runs once, under its first pipeline
+    for c in cases:
+        runs = _pipelines_of(c, wanted, own_pipeline)
+        if c.expected_pipelines is not None and wanted and set(wanted) - set(runs):
+            skipped = ", ".join(p for p in wanted if p not in runs)
+            plan.notes.append(
+                f"{spec}: {c.name} is not run under {skipped}: its expect_clean names only "
+                f"{', '.join(c.expected_pipelines)}"
+            )
+        if runs:
+            first_use[id(c)] = runs[0]
+        order += [p for p in runs if p not in order]
+    for pipeline in order:
+        source = CaseSource(TARGET, spec, base_dir, pipeline, retarget=bool(wanted), own_pipeline=own_pipeline)
+        mine = [c for c in cases if runs_under(c, pipeline, retarget=bool(wanted), own_pipeline=own_pipeline)]
+        names = [c.name for c in mine]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(
+                f"target {spec!r}: {len(names) - len(set(names))} more case(s) named {', '.join(dupes)} under the "
+                f"{pipeline} pipeline; one name may appear once per pipeline (a bool expect_clean runs under each of "
+                "the gate's pipelines: name a case's pipelines with an expect_clean mapping)"
+            )
+        _add(plan, source, mine, analysis_only=analysis_only)
+        plan.preloaded[source] = [c for c in mine if first_use.get(id(c)) == pipeline]
+
+
+def plan_targets(
+    specs: Sequence[str],
+    base_dir: str | Path,
+    pipelines: Sequence[Pipeline | str],
+    *,
+    mode: Mode,
+    own_pipeline: bool = False,
+) -> GatePlan:
+    """The user's cases under the gate's ``pipelines`` (module docstring); ``own_pipeline``: each case
+    once, under its own ``pipeline`` (``dump`` without ``--pipeline``)."""
     plan = GatePlan()
+    wanted = tuple(dict.fromkeys(Pipeline(p) for p in pipelines))
     for spec in specs:
-        for pipeline in pipelines or (None,):
-            _add_source(plan, CaseSource(TARGET, spec, str(base_dir), pipeline), analysis_only=mode.analysis_only)
+        _plan_target(plan, spec, str(base_dir), wanted, own_pipeline and not wanted, mode.analysis_only)
     _check_unique(plan)
     return plan
 
 
-def plan_builtin(scenarios: Sequence[str], pipelines: Sequence[Pipeline], *, mode: Mode) -> GatePlan:
+def plan_builtin(scenarios: Sequence[str], pipelines: Sequence[Pipeline | str], *, mode: Mode) -> GatePlan:
     """The built-in gate (``scenarios`` empty) or the named scenarios, per pipeline.
 
     Unknown names raise ``ValueError`` listing the valid ones (before anything compiles).
@@ -137,12 +163,11 @@ def plan_builtin(scenarios: Sequence[str], pipelines: Sequence[Pipeline], *, mod
         raise ValueError(f"unknown scenario {', '.join(map(repr, unknown))}; valid: {', '.join(valid)}")
     plan = GatePlan()
     for pipeline in pipelines or (Pipeline.STOCK, Pipeline.VLLM):
-        _add_source(
-            plan, CaseSource(BUILTIN, pipeline=pipeline, names=tuple(scenarios)), analysis_only=mode.analysis_only
-        )
+        source = CaseSource(BUILTIN, pipeline=Pipeline(pipeline), names=tuple(scenarios))
+        _add(plan, source, source.declared(), analysis_only=mode.analysis_only)
     if mode.codegen_smoke and not scenarios:
         source = CaseSource(BUILTIN, pipeline=Pipeline.STOCK, names=codegen_smoke_names(), smoke=True)
-        _add_source(plan, source, analysis_only=False, smoke=True)
+        _add(plan, source, source.declared(), analysis_only=False)
     _check_unique(plan)
     return plan
 

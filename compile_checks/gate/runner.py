@@ -21,12 +21,14 @@ from typing import TYPE_CHECKING, Any
 
 from tqdm import tqdm
 
-from compile_checks.case import Case, CaseResult, run_case
+from compile_checks.case import CaseResult, run_case
 from compile_checks.verdict import case_passed, copy_fields, failure_reasons, verdict_met
 from compile_checks.vocab import ErrorKind, Pipeline
 
 if TYPE_CHECKING:
+    from compile_checks.case import Case
     from compile_checks.gate.plan import CaseSource, GatePlan, PlannedCase
+    from compile_checks.gate.targets import Declared
 
 PHASES: tuple[str, ...] = ("dynamo", "aot", "post_grad", "codegen")
 
@@ -55,6 +57,7 @@ class Outcome:
     report: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
     error_kind: ErrorKind | None = None
+    retargeted_from: Pipeline | None = None  # PlannedCase.retargeted_from: the failure reason names the change
 
     @property
     def verdict_met(self) -> bool:
@@ -82,6 +85,8 @@ class Outcome:
             eager_match=self.eager_match,
             max_abs_diff=self.max_abs_diff,
             copies_listed=copies_listed,
+            pipeline=self.pipeline,
+            retargeted_from=self.retargeted_from,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -121,6 +126,7 @@ def outcome_from_result(planned: PlannedCase, result: CaseResult) -> Outcome:
         wall_seconds=result.wall_seconds,
         notes=list(result.notes) + list(report.notes),
         report=report.to_dict(),
+        retargeted_from=planned.retargeted_from,
     )
     if planned.codegen_smoke and result.eager_match is None:
         out.check_errors.append("codegen smoke case has no verify(): compiled == eager was not checked")
@@ -128,24 +134,24 @@ def outcome_from_result(planned: PlannedCase, result: CaseResult) -> Outcome:
 
 
 class CaseBuilder:
-    """Builds each planned case once per process, reusing what planning already built."""
+    """Builds each planned case once per process, reusing what planning already read (a ``LazyCase``
+    is built here, when its case runs)."""
 
-    def __init__(self, preloaded: dict[CaseSource, list[Case]] | None = None) -> None:
-        self._pending: dict[CaseSource, dict[str, Case]] = {
+    def __init__(self, preloaded: dict[CaseSource, list[Declared]] | None = None) -> None:
+        self._pending: dict[CaseSource, dict[str, Declared]] = {
             src: {c.name: c for c in cases} for src, cases in (preloaded or {}).items()
         }
 
     def take(self, planned: PlannedCase) -> Case:
-        pending = self._pending.get(planned.source)
-        if pending is None or planned.case_name not in pending:
-            pending = {c.name: c for c in planned.source.load()}
-            self._pending[planned.source] = pending
-        try:
-            return pending.pop(planned.case_name)
-        except KeyError:
+        pending = self._pending.setdefault(planned.source, {})
+        if planned.case_name not in pending:  # read the source again; what planning read is used first
+            pending.update({c.name: c for c in planned.source.declared() if c.name not in pending})
+        entry = pending.pop(planned.case_name, None)
+        if entry is None:
             raise ValueError(
                 f"case {planned.case_name!r} vanished from {planned.source.spec or 'the built-in cases'} on reload"
-            ) from None
+            )
+        return planned.source.build(entry)
 
 
 def _dump_dir(root: Path | None, label: str) -> str | None:

@@ -1,8 +1,10 @@
 """Resolve the user's targets (``path/to/file.py:NAME`` or ``package.module:NAME``) to cases.
 
 ``NAME`` is a :class:`~compile_checks.case.Case`, a list/tuple of them, or a zero-argument
-callable returning either (the callable form builds fresh tensors each time it is loaded).
-Every failure is a :class:`TargetError` that names the target and what was wrong.
+callable returning either (the callable form builds fresh tensors each time it is loaded); any
+of those cases may be a :class:`~compile_checks.lazy_case.LazyCase`, which planning and ``list``
+read without building (:func:`declared_cases`). Every failure is a :class:`TargetError` that
+names the target and what was wrong.
 """
 
 from __future__ import annotations
@@ -16,6 +18,9 @@ from typing import Any
 
 from compile_checks.case import Case
 from compile_checks.errors import CompileChecksError
+from compile_checks.lazy_case import LazyCase
+
+Declared = Case | LazyCase
 
 
 class TargetError(CompileChecksError, ValueError):
@@ -71,31 +76,32 @@ def _load_module(where: str, spec: str, base_dir: Path) -> Any:
         raise TargetError(f"target {spec!r}: cannot import module {where!r}: {e}") from e
 
 
-def _as_cases(value: Any, spec: str) -> list[Case]:
-    if isinstance(value, Case):
+def _as_cases(value: Any, spec: str) -> list[Declared]:
+    if isinstance(value, (Case, LazyCase)):
         return [value]
     if isinstance(value, (list, tuple)):
-        bad = [type(v).__name__ for v in value if not isinstance(v, Case)]
+        bad = [type(v).__name__ for v in value if not isinstance(v, (Case, LazyCase))]
         if bad:
             raise TargetError(f"target {spec!r}: the list holds non-Case items ({', '.join(sorted(set(bad)))})")
         if not value:
             raise TargetError(f"target {spec!r}: the list of cases is empty")
         return list(value)
     raise TargetError(
-        f"target {spec!r}: expected a Case, a list of Cases or a zero-argument callable returning either, "
+        f"target {spec!r}: expected a Case (or LazyCase), a list of them or a zero-argument callable returning either, "
         f"got {type(value).__name__}"
     )
 
 
-def load_target(spec: str, base_dir: str | Path | None = None) -> list[Case]:
-    """The cases one target names; relative file paths are taken from ``base_dir`` (default: cwd)."""
+def declared_cases(spec: str, base_dir: str | Path | None = None) -> list[Declared]:
+    """The cases one target names, a ``LazyCase`` not yet built; relative file paths are taken from
+    ``base_dir`` (default: cwd)."""
     where, name = _split(spec)
     module = _load_module(where, spec, Path(base_dir) if base_dir is not None else Path.cwd())
     try:
         value = getattr(module, name)
     except AttributeError:
         raise TargetError(f"target {spec!r}: {where} has no attribute {name!r}") from None
-    if not isinstance(value, (Case, list, tuple)) and callable(value):
+    if not isinstance(value, (Case, LazyCase, list, tuple)) and callable(value):
         try:
             value = value()
         except SystemExit as e:
@@ -103,6 +109,11 @@ def load_target(spec: str, base_dir: str | Path | None = None) -> list[Case]:
         except Exception as e:
             raise TargetError(f"target {spec!r}: calling {name}() failed: {type(e).__name__}: {e}") from e
     return _as_cases(value, spec)
+
+
+def load_target(spec: str, base_dir: str | Path | None = None) -> list[Case]:
+    """The cases one target names, built (:func:`declared_cases`, each ``LazyCase`` materialized)."""
+    return [c.materialize() if isinstance(c, LazyCase) else c for c in declared_cases(spec, base_dir)]
 
 
 def load_targets(specs: Sequence[str], base_dir: str | Path | None = None) -> list[Case]:
@@ -117,4 +128,4 @@ def load_targets(specs: Sequence[str], base_dir: str | Path | None = None) -> li
     return cases
 
 
-__all__ = ["TargetError", "load_target", "load_targets"]
+__all__ = ["Declared", "TargetError", "declared_cases", "load_target", "load_targets"]

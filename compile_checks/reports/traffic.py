@@ -309,7 +309,7 @@ def case_row_and_nodes(
     run = _Run(
         name=case.name,
         report=result.report,
-        expect_clean=case.expect_clean,
+        expect_clean=case.expects_clean,  # under the pipeline it ran (an expect_clean mapping has one per pipeline)
         num_steps=calls,
         num_chunks=num_chunks,
         ideal_run=NAN if ideal[0] is None else float(ideal[0]),

@@ -1,0 +1,96 @@
+"""Where a planned case comes from: a :class:`CaseSource` is a picklable recipe for its cases.
+
+A worker process (``--jobs``) or a later pipeline rebuilds cases from the recipe, never from the
+objects planning saw, so each pipeline's cases own their tensors when the target is a factory.
+
+Which cases a target's source holds under one pipeline (:func:`runs_under`): a case whose
+``expect_clean`` is a mapping runs under each pipeline it names, whatever the gate's pipelines
+(they select among its keys, never re-target it); a case with one bool ``expect_clean`` runs under
+its own ``pipeline``, or, when the gate names pipelines (``--pipeline``, ``[tool.compile_checks]
+pipelines``), under each of those (``retarget``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from compile_checks.case import Case
+from compile_checks.gate.targets import Declared, declared_cases
+from compile_checks.lazy_case import LazyCase
+from compile_checks.vocab import Pipeline
+
+BUILTIN = "builtin"
+TARGET = "target"
+
+
+def smoke_cases(names: Sequence[str]) -> list[Case]:
+    """The codegen smoke: each scenario with one denoising step per chunk, on the stock pipeline.
+
+    One step per chunk means every step commits, so only the commit graph (the one with the pool
+    write, whose generated code is the evidence) is compiled, through the whole host loop with
+    eviction; the non-commit graph's verdict is already decided in analysis mode. Measured on the
+    2-core box: split fully compiled in 54.9 s with 1 step vs 76.8 s with 3 (codegen 48 vs 72 s).
+    """
+    from compile_checks.scenarios import SCENARIOS, scenario_case  # lazy: the scenarios import torch
+
+    return [scenario_case(dataclasses.replace(SCENARIOS[n], denoise_steps=1)) for n in names]
+
+
+def runs_under(case: Declared, pipeline: Pipeline, *, retarget: bool, own_pipeline: bool = False) -> bool:
+    """Whether ``case`` is checked under ``pipeline`` (module docstring); ``own_pipeline``: only under
+    the case's own ``pipeline`` (``dump`` without ``--pipeline`` compiles each case once)."""
+    if own_pipeline:
+        return case.pipeline == pipeline
+    named = case.expected_pipelines
+    if named is not None:
+        return pipeline in named
+    return retarget or case.pipeline == pipeline
+
+
+@dataclass(frozen=True)
+class CaseSource:
+    """Where cases come from; ``declared()`` names them, ``build()`` makes one runnable."""
+
+    kind: str  # BUILTIN | TARGET
+    spec: str = ""  # the target ("file.py:NAME" / "pkg.mod:NAME"); unused for BUILTIN
+    base_dir: str = ""  # relative file targets are taken from here
+    pipeline: Pipeline | None = None  # the pipeline this source's cases run under (BUILTIN: None is stock)
+    names: tuple[str, ...] = ()  # BUILTIN: the scenario names
+    smoke: bool = False  # BUILTIN: the codegen smoke's commit-graph-only variants
+    retarget: bool = False  # TARGET: single-expectation cases of other pipelines re-run under ``pipeline``
+    own_pipeline: bool = False  # TARGET: each case only under its own ``pipeline`` (:func:`runs_under`)
+
+    def declared(self) -> list[Declared]:
+        """The cases this source runs, a ``LazyCase`` not yet built (built-in cases are cheap: built)."""
+        if self.kind == BUILTIN and self.smoke:
+            return list(smoke_cases(self.names))
+        if self.kind == BUILTIN:
+            from compile_checks.scenarios import builtin_cases  # lazy: the scenarios import torch
+
+            return list(builtin_cases(self.names or None, (self.pipeline or Pipeline.STOCK,)))
+        cases = declared_cases(self.spec, self.base_dir or None)
+        if self.pipeline is None:
+            return cases
+        pipeline, retarget, own = self.pipeline, self.retarget, self.own_pipeline
+        return [c for c in cases if runs_under(c, pipeline, retarget=retarget, own_pipeline=own)]
+
+    def build(self, case: Declared) -> Case:
+        """``case`` built and on this source's pipeline.
+
+        A ``Case`` instance target is re-targeted in place of a fresh build: the copy shares the
+        tensors (running it under two pipelines writes the same pools twice); a factory target is
+        called again per pipeline (per source) and gets its own tensors.
+        """
+        built = case.materialize() if isinstance(case, LazyCase) else case
+        if self.pipeline is None or built.pipeline == self.pipeline:
+            return built
+        return built.replace(pipeline=self.pipeline)
+
+    def load(self) -> list[Case]:
+        """Every case of this source, built."""
+        return [self.build(c) for c in self.declared()]
+
+
+__all__ = ["BUILTIN", "TARGET", "CaseSource", "runs_under", "smoke_cases"]
