@@ -95,7 +95,8 @@ def render_copy(d: Mapping[str, Any]) -> str:
     where = d["where"]
     if "node" in d and where != f"region {d['region']} node {d['node']}":  # a dump file: name the node too
         where = f"region {d['region']} node {d['node']}, {where}"
-    text = f"{d['op']} argument {d['arg']!r} (pool {pool}): {what} of {d['nbytes']} bytes{shape}{back} at {where}"
+    rank = f"rank {d['rank']}: " if d.get("rank") is not None else ""  # a ranked case's copy (compile_checks.ranks)
+    text = f"{rank}{d['op']} argument {d['arg']!r} (pool {pool}): {what} of {d['nbytes']} bytes{shape}{back} at {where}"
     return text + (f" -- {d['explanation']}" if d.get("explanation") else "")
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from compile_checks.case import Case, pipeline_label
 from compile_checks.gate.targets import load_target
+from compile_checks.ranks.spec import RankedCase
 from compile_checks.vocab import Mode, Pipeline
 
 BUILTIN = "builtin"
@@ -38,13 +39,13 @@ class CaseSource:
     names: tuple[str, ...] = ()  # BUILTIN: the scenario names
     smoke: bool = False  # BUILTIN: the codegen smoke's commit-graph-only variants
 
-    def load(self) -> list[Case]:
+    def load(self) -> list[Case | RankedCase]:
         if self.kind == BUILTIN and self.smoke:
-            return smoke_cases(self.names)
+            return [*smoke_cases(self.names)]
         if self.kind == BUILTIN:
             from compile_checks.scenarios import builtin_cases  # lazy: the scenarios import torch
 
-            return builtin_cases(self.names or None, (self.pipeline or Pipeline.STOCK,))
+            return [*builtin_cases(self.names or None, (self.pipeline or Pipeline.STOCK,))]
         cases = load_target(self.spec, self.base_dir or None)
         if self.pipeline is None:
             return cases
@@ -75,7 +76,7 @@ class PlannedCase:
 class GatePlan:
     cases: list[PlannedCase] = field(default_factory=list)
     # cases built while planning, handed to the in-process runner so nothing is built twice
-    preloaded: dict[CaseSource, list[Case]] = field(default_factory=dict)
+    preloaded: dict[CaseSource, list[Case | RankedCase]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
 

@@ -1,6 +1,7 @@
 """Resolve the user's targets (``path/to/file.py:NAME`` or ``package.module:NAME``) to cases.
 
-``NAME`` is a :class:`~compile_checks.case.Case`, a list/tuple of them, or a zero-argument
+``NAME`` is a :class:`~compile_checks.case.Case` (or a :class:`~compile_checks.ranks.RankedCase`, run on
+every rank), a list/tuple of them, or a zero-argument
 callable returning either (the callable form builds fresh tensors each time it is loaded).
 Every failure is a :class:`TargetError` that names the target and what was wrong.
 """
@@ -16,6 +17,7 @@ from typing import Any
 
 from compile_checks.case import Case
 from compile_checks.errors import CompileChecksError
+from compile_checks.ranks.spec import RankedCase
 
 
 class TargetError(CompileChecksError, ValueError):
@@ -71,11 +73,11 @@ def _load_module(where: str, spec: str, base_dir: Path) -> Any:
         raise TargetError(f"target {spec!r}: cannot import module {where!r}: {e}") from e
 
 
-def _as_cases(value: Any, spec: str) -> list[Case]:
-    if isinstance(value, Case):
+def _as_cases(value: Any, spec: str) -> list[Case | RankedCase]:
+    if isinstance(value, (Case, RankedCase)):
         return [value]
     if isinstance(value, (list, tuple)):
-        bad = [type(v).__name__ for v in value if not isinstance(v, Case)]
+        bad = [type(v).__name__ for v in value if not isinstance(v, (Case, RankedCase))]
         if bad:
             raise TargetError(f"target {spec!r}: the list holds non-Case items ({', '.join(sorted(set(bad)))})")
         if not value:
@@ -87,7 +89,7 @@ def _as_cases(value: Any, spec: str) -> list[Case]:
     )
 
 
-def load_target(spec: str, base_dir: str | Path | None = None) -> list[Case]:
+def load_target(spec: str, base_dir: str | Path | None = None) -> list[Case | RankedCase]:
     """The cases one target names; relative file paths are taken from ``base_dir`` (default: cwd)."""
     where, name = _split(spec)
     module = _load_module(where, spec, Path(base_dir) if base_dir is not None else Path.cwd())
@@ -95,7 +97,7 @@ def load_target(spec: str, base_dir: str | Path | None = None) -> list[Case]:
         value = getattr(module, name)
     except AttributeError:
         raise TargetError(f"target {spec!r}: {where} has no attribute {name!r}") from None
-    if not isinstance(value, (Case, list, tuple)) and callable(value):
+    if not isinstance(value, (Case, RankedCase, list, tuple)) and callable(value):
         try:
             value = value()
         except SystemExit as e:
@@ -106,10 +108,13 @@ def load_target(spec: str, base_dir: str | Path | None = None) -> list[Case]:
 
 
 def load_targets(specs: Sequence[str], base_dir: str | Path | None = None) -> list[Case]:
-    """All cases of all targets, in order; case names must be unique across them."""
+    """All cases of all targets, in order (single-process cases: the traffic report's); names unique across them."""
     cases: list[Case] = []
     for spec in specs:
-        cases.extend(load_target(spec, base_dir))
+        for c in load_target(spec, base_dir):
+            if isinstance(c, RankedCase):
+                raise TargetError(f"target {spec!r}: {c.name!r} is a RankedCase; per-rank cases run in the gate only")
+            cases.append(c)
     seen: set[str] = set()
     dupes = sorted({c.name for c in cases if c.name in seen or seen.add(c.name)})  # type: ignore[func-returns-value]
     if dupes:

@@ -10,6 +10,7 @@ then are stopped, so a dead rank costs seconds, not the whole timeout.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -75,10 +76,8 @@ def _child_env(rank: int, world_size: int, port: int) -> dict[str, str]:
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
     """Kill the rank's process group (started by us with ``start_new_session``)."""
-    try:
+    with contextlib.suppress(ProcessLookupError):  # it ended on its own meanwhile
         os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
     proc.wait()
 
 

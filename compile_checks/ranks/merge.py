@@ -39,9 +39,8 @@ def copies_summary(result: dict[str, Any]) -> str:
 
 
 def _signature(result: dict[str, Any]) -> list[tuple[Any, ...]]:
-    return sorted(
-        (c["op"], c["arg"], str(c["pool"]), c["kind"], c["nbytes"]) for c in [*result["clones"], *result["other_clones"]]
-    )
+    copies = [*result["clones"], *result["other_clones"]]
+    return sorted((c["op"], c["arg"], str(c["pool"]), c["kind"], c["nbytes"]) for c in copies)
 
 
 @dataclass
@@ -87,8 +86,8 @@ class RankedResult:
 
     @property
     def rank_failures(self) -> list[str]:
-        """Why each rank that ran missed its expectation, ``rank N: ...``."""
-        return [f"rank {k}: {why}" for k, r in sorted(self.results.items()) for why in r["failure_reasons"]]
+        """Why each rank that ran missed its own expected verdict, ``rank N: ...`` (compiled == eager aside)."""
+        return [f"rank {k}: {why}" for k, r in sorted(self.results.items()) for why in r["verdict_reasons"]]
 
     @property
     def verdict(self) -> str:
@@ -100,6 +99,12 @@ class RankedResult:
         n = len(self.results)
         first = self.results[0]
         return f"clean on {n} ranks" if first["clean"] else f"{n} ranks, each {copies_summary(first)}"
+
+    @property
+    def eager_match(self) -> bool | None:
+        """Every rank's compiled run matched its eager reference; None when no rank checks it."""
+        matches = [r["eager_match"] for r in self.results.values() if r["eager_match"] is not None]
+        return all(matches) if matches else None
 
     def copies(self) -> list[dict[str, Any]]:
         """Every rank's copies (``verdict.copy_fields`` plus ``rank``), rank by rank."""

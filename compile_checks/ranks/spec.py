@@ -59,7 +59,7 @@ class FactoryRef:
                 return cls(f"{_TARGET_MODULE_PREFIX}{abs(hash(str(path)))}", name, str(path))
             return cls(where, name)
         if not callable(factory):
-            raise RankedCaseError(f"factory must be a callable or a 'file.py:NAME' string, got {type(factory).__name__}")
+            raise RankedCaseError(f"factory must be callable or a 'file.py:NAME' string, got {type(factory).__name__}")
         module, qualname = getattr(factory, "__module__", None), getattr(factory, "__qualname__", "")
         if module is None or "<locals>" in qualname or "<lambda>" in qualname:
             raise RankedCaseError(
@@ -123,7 +123,7 @@ class RankedCase:
         expect_clean: every rank's expectation (True: no rank clones); the built ``Case``'s own
             ``expect_clean`` is replaced by it, so the expectation is declared once, here.
         expect_clean_by_rank: one expectation per rank instead (an asymmetric layout: only rank 1 clones);
-            ``expect_clean`` then defaults to ``all(...)`` (what the gate's "expected" column shows).
+            ``expect_clean`` is then ``all(...)`` (what the gate's "expected" column shows).
         pipeline: the pipeline every rank compiles with (replaces the built case's).
         backend: ``torch.distributed`` backend; None: ``nccl`` when CUDA is available, else ``gloo``.
         timeout_s: the whole run's limit; a rank still running then is killed and reported hung.
@@ -134,7 +134,7 @@ class RankedCase:
     name: str
     make_case: str | Callable[[int, int], Case]
     world_size: int = 2
-    expect_clean: bool | None = None
+    expect_clean: bool = True
     expect_clean_by_rank: tuple[bool, ...] | None = None
     pipeline: Pipeline = Pipeline.STOCK
     backend: str | None = None
@@ -161,14 +161,13 @@ class RankedCase:
                     f"RankedCase {self.name!r}: expect_clean_by_rank needs one bool per rank ({self.world_size}), "
                     f"got {self.expect_clean_by_rank!r}"
                 )
-            if self.expect_clean is not None and self.expect_clean != all(by_rank):
+            if self.expect_clean is False and all(by_rank):
                 raise RankedCaseError(
-                    f"RankedCase {self.name!r}: expect_clean={self.expect_clean} contradicts "
-                    f"expect_clean_by_rank={by_rank} (give one of them)"
+                    f"RankedCase {self.name!r}: expect_clean=False contradicts expect_clean_by_rank={by_rank} "
+                    "(every rank clean); give one of them"
                 )
             object.__setattr__(self, "expect_clean_by_rank", by_rank)
-        if self.expect_clean is None:
-            object.__setattr__(self, "expect_clean", all(by_rank) if by_rank is not None else True)
+            object.__setattr__(self, "expect_clean", all(by_rank))  # what the gate's "expected" column shows
         if not isinstance(self.expect_clean, bool):
             raise RankedCaseError(f"RankedCase {self.name!r}: expect_clean must be a bool, got {self.expect_clean!r}")
         if self.timeout_s <= 0:

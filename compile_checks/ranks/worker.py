@@ -20,7 +20,7 @@ from typing import Any
 
 from compile_checks.case import Case, CaseResult, run_case
 from compile_checks.ranks.spec import FactoryRef, RankedCaseError
-from compile_checks.verdict import copy_fields
+from compile_checks.verdict import copy_fields, failure_reasons
 
 
 def rank_result(rank: int, result: CaseResult) -> dict[str, Any]:
@@ -40,7 +40,16 @@ def rank_result(rank: int, result: CaseResult) -> dict[str, Any]:
         "max_abs_diff": result.max_abs_diff,
         "verdict_met": result.verdict_met,
         "passed": result.passed,
-        "failure_reasons": result.failure_reasons(copies_listed=True),
+        # why the copy verdict missed this rank's expectation (compiled != eager is merged separately)
+        "verdict_reasons": failure_reasons(
+            expect_clean=result.case.expect_clean,
+            clean=report.clean,
+            problems=report.problems,
+            copies=[copy_fields(c) for c in [*report.clones, *report.other_clones]],
+            eager_match=None,
+            max_abs_diff=None,
+            copies_listed=True,
+        ),
         "analysis_only": result.analysis_only,
         "compile_seconds": result.compile_seconds,
         "wall_seconds": result.wall_seconds,

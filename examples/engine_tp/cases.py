@@ -23,8 +23,9 @@ from compile_checks.ranks import RankedCase
 CONFIG = TPConfig()
 
 
-def _loop(cfg: TPConfig, noise: torch.Tensor, k_pools: list[torch.Tensor], v_pools: list[torch.Tensor]
-          ) -> Callable[[Callable[..., Any]], torch.Tensor]:
+def _loop(
+    cfg: TPConfig, noise: torch.Tensor, k_pools: list[torch.Tensor], v_pools: list[torch.Tensor]
+) -> Callable[[Callable[..., Any]], torch.Tensor]:
     def drive(step: Callable[..., Any]) -> torch.Tensor:
         return torch.stack([step(noise[c], k_pools, v_pools, *chunk_slots(cfg, c)) for c in range(cfg.num_chunks)])
 

@@ -52,8 +52,9 @@ class TPLayer(nn.Module):
         self.register_buffer("proj", proj[:, mine].reshape(cfg.dim, -1).contiguous())  # row-parallel
         self.norm = nn.LayerNorm(cfg.dim, elementwise_affine=False)
 
-    def forward(self, x: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor, write: torch.Tensor,
-                window: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor, write: torch.Tensor, window: torch.Tensor
+    ) -> torch.Tensor:
         tokens = x.shape[0]
         q, k, v = F.linear(self.norm(x), self.qkv).view(tokens, 3, self.local_heads, self.head_dim).unbind(1)
         torch.ops.ar_paging.paged_write(k_pool, v_pool, k, v, write)  # commit this rank's heads
@@ -73,8 +74,14 @@ class TPCausalDiT(nn.Module):
         gen = torch.Generator().manual_seed(0)
         self.layers = nn.ModuleList(TPLayer(cfg, rank, world_size, gen) for _ in range(cfg.num_layers))
 
-    def forward(self, x: torch.Tensor, k_pools: list[torch.Tensor], v_pools: list[torch.Tensor],
-                write: torch.Tensor, window: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self,
+        x: torch.Tensor,
+        k_pools: list[torch.Tensor],
+        v_pools: list[torch.Tensor],
+        write: torch.Tensor,
+        window: torch.Tensor,
+    ) -> torch.Tensor:
         for layer, k_pool, v_pool in zip(self.layers, k_pools, v_pools, strict=True):
             x = layer(x, k_pool, v_pool, write, window)
         return x
