@@ -12,6 +12,7 @@ from typing import Any
 
 from compile_checks.ranks.launcher import RankRun
 from compile_checks.ranks.spec import RankedCase
+from compile_checks.verdict import failure_reasons
 
 
 def rank_error(run: RankRun) -> str | None:
@@ -55,8 +56,9 @@ class RankedResult:
 
     @property
     def errors(self) -> list[str]:
-        """One line (and log tail) per rank that reached no verdict."""
-        return [e for e in map(rank_error, self.runs) if e is not None]
+        """One line (and log tail) per rank that reached no verdict; the rank that ended first leads (the cause,
+        usually: its peers then fail in a collective, or are stopped)."""
+        return [e for e in map(rank_error, sorted(self.runs, key=lambda r: r.seconds)) if e is not None]
 
     @property
     def results(self) -> dict[int, dict[str, Any]]:
@@ -81,13 +83,25 @@ class RankedResult:
 
     @property
     def passed(self) -> bool:
-        """Every rank ran and met its own expectation (and matched eager where it checks)."""
-        return not self.errors and all(r["passed"] for r in self.results.values())
+        """Every rank ran and met its own expectation, and matched eager where it checks."""
+        return not self.errors and not self.rank_failures and self.eager_match is not False
 
     @property
     def rank_failures(self) -> list[str]:
         """Why each rank that ran missed its own expected verdict, ``rank N: ...`` (compiled == eager aside)."""
-        return [f"rank {k}: {why}" for k, r in sorted(self.results.items()) for why in r["verdict_reasons"]]
+        return [
+            f"rank {k}: {why}"
+            for k, r in sorted(self.results.items())
+            for why in failure_reasons(
+                expect_clean=self.ranked.expectation(k),
+                clean=r["clean"],
+                problems=r["problems"],
+                copies=[*r["clones"], *r["other_clones"]],
+                eager_match=None,
+                max_abs_diff=None,
+                copies_listed=True,
+            )
+        ]
 
     @property
     def verdict(self) -> str:

@@ -20,16 +20,15 @@ from typing import Any
 
 from compile_checks.case import Case, CaseResult, run_case
 from compile_checks.ranks.spec import FactoryRef, RankedCaseError
-from compile_checks.verdict import copy_fields, failure_reasons
+from compile_checks.verdict import copy_fields
 
 
 def rank_result(rank: int, result: CaseResult) -> dict[str, Any]:
-    """One rank's :class:`CaseResult` as plain data (what the merge reads)."""
+    """One rank's :class:`CaseResult` as plain data: what it found; the merge judges it against the expectation."""
     report = result.report
     return {
         "rank": rank,
         "case": result.case.name,
-        "expect_clean": result.case.expect_clean,
         "clean": bool(report.clean),
         "problems": list(report.problems),
         "clones": [copy_fields(c) for c in report.clones],
@@ -38,18 +37,6 @@ def rank_result(rank: int, result: CaseResult) -> dict[str, Any]:
         "clone_bytes_per_run": report.clone_bytes_per_run,
         "eager_match": result.eager_match,
         "max_abs_diff": result.max_abs_diff,
-        "verdict_met": result.verdict_met,
-        "passed": result.passed,
-        # why the copy verdict missed this rank's expectation (compiled != eager is merged separately)
-        "verdict_reasons": failure_reasons(
-            expect_clean=result.case.expect_clean,
-            clean=report.clean,
-            problems=report.problems,
-            copies=[copy_fields(c) for c in [*report.clones, *report.other_clones]],
-            eager_match=None,
-            max_abs_diff=None,
-            copies_listed=True,
-        ),
         "analysis_only": result.analysis_only,
         "compile_seconds": result.compile_seconds,
         "wall_seconds": result.wall_seconds,

@@ -1,0 +1,48 @@
+"""Per-rank factories for tests/test_ranks_*.py; module level, as a rank must import them again."""
+
+from __future__ import annotations
+
+import time
+
+import torch
+import torch.distributed as dist
+
+from compile_checks import Case
+
+
+def _tiny_case(rank: int) -> Case:
+    pool = torch.zeros(16, 4)
+
+    def step(k: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        k[:4] = x
+        return x * 2
+
+    return Case(f"tiny@rank{rank}", step, args=(pool, torch.ones(4, 4)), pools={"layer0.k": pool})
+
+
+def rank1_raises(rank: int, world_size: int) -> Case:
+    """Rank 1 raises while building its case; rank 0 waits for it in a barrier (a peer blocked in a collective)."""
+    if rank == 1:
+        raise RuntimeError("rank 1 cannot build its shard (deliberate)")
+    dist.barrier()
+    return _tiny_case(rank)
+
+
+def rank1_raises_rank0_busy(rank: int, world_size: int) -> Case:
+    """Rank 1 raises; rank 0 is busy in something that never notices (no collective to fail)."""
+    if rank == 1:
+        raise RuntimeError("rank 1 cannot build its shard (deliberate)")
+    time.sleep(3600)
+    return _tiny_case(rank)
+
+
+def rank1_hangs(rank: int, world_size: int) -> Case:
+    """Rank 1 never returns; rank 0 is done long before."""
+    if rank == 1:
+        print("rank 1 is about to hang", flush=True)
+        time.sleep(3600)
+    return _tiny_case(rank)
+
+
+def not_a_case(rank: int, world_size: int) -> object:
+    return {"rank": rank}
