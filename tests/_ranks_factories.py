@@ -46,3 +46,21 @@ def rank1_hangs(rank: int, world_size: int) -> Case:
 
 def not_a_case(rank: int, world_size: int) -> object:
     return {"rank": rank}
+
+
+def _reduce_pool_then_read(pool: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    before = pool.sum()
+    dist.all_reduce(pool)  # an in-place collective on a pool; the old value is read too: kept out of place
+    return x + before + pool[0].sum()
+
+
+def _reduce_pool(pool: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    dist.all_reduce(pool)  # re-inplaced by Inductor: all_reduce_(pool), a write and no copy
+    return x + 1
+
+
+def collective_on_pool(rank: int, world_size: int) -> Case:
+    """Rank 0 all-reduces its pool and reads the old value (a pool copy survives); rank 1 only all-reduces it."""
+    pool = torch.full((64, 16), float(rank + 1))
+    fn = _reduce_pool_then_read if rank == 0 else _reduce_pool
+    return Case(f"collective@rank{rank}", fn, args=(pool, torch.zeros(4)), pools={"layer0.k": pool}, check_writes=False)
