@@ -85,3 +85,17 @@ def test_factory_ref_names_a_missing_attribute(tmp_path: Path) -> None:
     finally:
         sys.modules.pop(ref.module, None)
         sys.path[:] = [p for p in sys.path if p != str(tmp_path)]
+
+
+def test_a_target_may_return_ranked_cases_but_the_traffic_report_refuses_them(tmp_path: Path) -> None:
+    from compile_checks.gate.targets import TargetError, load_target, load_targets
+
+    (tmp_path / "ranked_cases.py").write_text(
+        "from compile_checks.ranks import RankedCase\n\n"
+        "def make(rank, world_size):\n    return None\n\n"
+        "def cases():\n    return [RankedCase('tp', make, world_size=2)]\n"
+    )
+    (ranked,) = load_target("ranked_cases.py:cases", tmp_path)
+    assert isinstance(ranked, RankedCase) and ranked.factory_ref().file == str((tmp_path / "ranked_cases.py").resolve())
+    with pytest.raises(TargetError, match="per-rank cases run in the gate only"):
+        load_targets(["ranked_cases.py:cases"], tmp_path)
