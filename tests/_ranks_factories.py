@@ -64,3 +64,35 @@ def collective_on_pool(rank: int, world_size: int) -> Case:
     pool = torch.full((64, 16), float(rank + 1))
     fn = _reduce_pool_then_read if rank == 0 else _reduce_pool
     return Case(f"collective@rank{rank}", fn, args=(pool, torch.zeros(4)), pools={"layer0.k": pool}, check_writes=False)
+
+
+def _vllm_tp_group(rank: int, world_size: int) -> str:
+    """vLLM's own TP group over the launcher's gloo group (what ``torch.ops.vllm.all_reduce`` runs on)."""
+    from vllm.config import VllmConfig, set_current_vllm_config
+    from vllm.distributed import parallel_state
+
+    with set_current_vllm_config(VllmConfig()):
+        parallel_state.init_distributed_environment(world_size, rank, "env://", rank, backend="gloo")
+        parallel_state.initialize_model_parallel(tensor_model_parallel_size=world_size)
+    return str(parallel_state.get_tp_group().unique_name)
+
+
+def vllm_all_reduce(rank: int, world_size: int) -> Case:
+    """A commit, then vLLM's out-of-place all-reduce custom op; rank 1 also reads the window it gathered
+    before the commit (Inductor keeps the commit out of place there: a copy), rank 0 does not."""
+    group = _vllm_tp_group(rank, world_size)
+    pool = torch.zeros(32, 4)
+
+    def commit_then_reduce(k: torch.Tensor, x: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
+        k[slots] = x
+        return torch.ops.vllm.all_reduce(x * 2, group) + k[slots].sum()
+
+    def gather_commit_reduce(k: torch.Tensor, x: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
+        window = k[slots + 4]
+        k[slots] = x
+        return torch.ops.vllm.all_reduce(x * 2, group) + window.sum()
+
+    fn = gather_commit_reduce if rank == 1 else commit_then_reduce
+    return Case(
+        f"vllm_ar@rank{rank}", fn, args=(pool, torch.ones(4, 4) * (rank + 1), torch.arange(4)), pools={"layer0.k": pool}
+    )

@@ -43,3 +43,19 @@ def test_an_out_of_place_collective_on_a_pool_is_a_copy_and_a_reinplaced_one_is_
     rank0, rank1 = _generated_code(tmp_path / "rank0"), _generated_code(tmp_path / "rank1")
     assert POOL_BUFFER.search(rank0) and "all_reduce_.default(buf" in rank0
     assert not POOL_BUFFER.search(rank1) and "all_reduce_.default(arg0_1" in rank1
+
+
+def test_vllms_all_reduce_custom_op_in_the_graph_is_no_copy_and_hides_none(tmp_path: Path) -> None:
+    """``torch.ops.vllm.all_reduce`` (vLLM's TP group on gloo, CPU communicator) in each rank's compiled graph:
+    its output is no pool copy and it writes no pool (the undeclared-write check runs it); rank 1's
+    gather-before-commit still shows its copy, so the ranks differ."""
+    ranked = RankedCase("vllm_all_reduce", factories.vllm_all_reduce, expect_clean_by_rank=(True, False), timeout_s=240)
+    result = run_ranked(ranked, analysis_only=True, dump_dir=str(tmp_path))
+    assert result.passed, result.errors or result.rank_failures
+    for rank in (0, 1):  # the custom op is in each rank's compiled graph, not a graph break
+        (graph,) = (tmp_path / f"rank{rank}").glob("__compiled_fn_*.Forward_graph.0.py")
+        assert "torch.ops.vllm.all_reduce.default(" in graph.read_text()
+    (copy,) = result.copies()
+    assert (copy["rank"], copy["op"], copy["kind"]) == (1, "aten::index_put", CopyKind.ATEN_WRITE_COPY)
+    for rank in result.results.values():
+        assert not rank["report"]["run_findings"] and rank["report"]["num_regions"] == 1
