@@ -23,7 +23,7 @@ from tqdm import tqdm
 
 from compile_checks.case import Case, CaseResult, run_case
 from compile_checks.ranks import RankedCase, RankedResult, run_ranked
-from compile_checks.verdict import case_passed, copy_fields, failure_reasons, verdict_met
+from compile_checks.verdict import case_passed, copy_fields, failure_reasons, render_copy, verdict_met
 from compile_checks.vocab import ErrorKind, Pipeline
 
 if TYPE_CHECKING:
@@ -95,7 +95,8 @@ class Outcome:
                 eager_match=self.eager_match,
                 max_abs_diff=self.max_abs_diff,
             )
-            return [*self.rank_failures, *eager]
+            copies = [] if copies_listed else [render_copy(c) for c in [*self.clones, *self.other_clones]]
+            return [*self.rank_failures, *copies, *eager]
         return failure_reasons(
             expect_clean=self.expect_clean,
             clean=self.clean,

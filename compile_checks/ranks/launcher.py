@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -81,80 +82,110 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
     proc.wait()
 
 
+def _job(
+    ranked: RankedCase, rank: int, *, backend: str, port: int, analysis_only: bool, dump_dir: str | None, result: Path
+) -> dict[str, Any]:
+    factory = ranked.factory_ref()
+    return {
+        "name": ranked.name,
+        "rank": rank,
+        "world_size": ranked.world_size,
+        "backend": backend,
+        "init_method": f"tcp://127.0.0.1:{port}",
+        "timeout_s": ranked.timeout_s,
+        "factory": {"module": factory.module, "name": factory.name, "file": factory.file},
+        "expect_clean": ranked.expectation(rank),
+        "pipeline": str(ranked.pipeline),
+        "analysis_only": analysis_only,
+        "dump_dir": None if dump_dir is None else str(Path(dump_dir) / f"rank{rank}"),
+        "result": str(result),
+        "spawned_at": time.time(),
+    }
+
+
+def _wait(
+    procs: list[subprocess.Popen[bytes]], timeout_s: float, started: float, poll_s: float
+) -> tuple[dict[int, float], dict[int, str]]:
+    """Every rank's end (seconds since start), and why the launcher stopped the ones it killed."""
+    ended: dict[int, float] = {}
+    stopped: dict[int, str] = {}
+    failed_at: float | None = None
+    while len(ended) < len(procs):
+        now = time.perf_counter()
+        for rank, proc in enumerate(procs):
+            if rank not in ended and proc.poll() is not None:
+                ended[rank] = now - started
+                if proc.returncode != 0 and failed_at is None:
+                    failed_at = now
+        reason = None
+        if now - started >= timeout_s:
+            reason = f"still running at the timeout ({timeout_s:g} s): hung?"
+        elif failed_at is not None and now - failed_at >= PEER_GRACE_S:
+            reason = "stopped: another rank failed first (it was probably waiting for it in a collective)"
+        if reason is not None:
+            for rank in [r for r in range(len(procs)) if r not in ended]:
+                _stop(procs[rank])
+                stopped[rank] = reason
+                ended[rank] = time.perf_counter() - started
+            break
+        time.sleep(poll_s)
+    return ended, stopped
+
+
 def launch(
     ranked: RankedCase, *, backend: str, analysis_only: bool, dump_dir: str | None, poll_s: float = 0.05
 ) -> list[RankRun]:
-    """Run every rank of ``ranked`` to its end, a failure, or the timeout; one :class:`RankRun` per rank."""
-    factory = ranked.factory_ref()
+    """Run every rank of ``ranked`` to its end, a failure, or the timeout; one :class:`RankRun` per rank.
+
+    With ``dump_dir`` each rank's whole log is kept as ``<dump_dir>/rank<N>.log``.
+    """
     port = free_port()
     with tempfile.TemporaryDirectory(prefix=f"compile_checks_ranks_{os.getpid()}_") as tmp:
         work = Path(tmp)
-        procs, logs, results = [], [], []
+        procs: list[subprocess.Popen[bytes]] = []
         started = time.perf_counter()
-        for rank in range(ranked.world_size):
-            job = {
-                "name": ranked.name,
-                "rank": rank,
-                "world_size": ranked.world_size,
-                "backend": backend,
-                "init_method": f"tcp://127.0.0.1:{port}",
-                "timeout_s": ranked.timeout_s,
-                "factory": {"module": factory.module, "name": factory.name, "file": factory.file},
-                "expect_clean": ranked.expectation(rank),
-                "pipeline": str(ranked.pipeline),
-                "analysis_only": analysis_only,
-                "dump_dir": None if dump_dir is None else str(Path(dump_dir) / f"rank{rank}"),
-                "result": str(work / f"rank{rank}.json"),
-                "spawned_at": time.time(),
-            }
-            (work / f"rank{rank}.job.json").write_text(json.dumps(job))
-            logs.append(work / f"rank{rank}.log")
-            results.append(work / f"rank{rank}.json")
-            with logs[-1].open("wb") as log:
-                procs.append(
-                    subprocess.Popen(
-                        [sys.executable, "-m", "compile_checks.ranks.worker", str(work / f"rank{rank}.job.json")],
-                        stdout=log,
-                        stderr=subprocess.STDOUT,
-                        stdin=subprocess.DEVNULL,
-                        env=_child_env(rank, ranked.world_size, port),
-                        start_new_session=True,
-                    )
+        try:
+            for rank in range(ranked.world_size):
+                job = _job(
+                    ranked,
+                    rank,
+                    backend=backend,
+                    port=port,
+                    analysis_only=analysis_only,
+                    dump_dir=dump_dir,
+                    result=work / f"rank{rank}.json",
                 )
-        ended: dict[int, float] = {}
-        stopped: dict[int, str] = {}
-        deadline = started + ranked.timeout_s
-        failed_at: float | None = None
-        while len(ended) < len(procs):
-            now = time.perf_counter()
-            for rank, proc in enumerate(procs):
-                if rank not in ended and proc.poll() is not None:
-                    ended[rank] = now - started
-                    if proc.returncode != 0 and failed_at is None:
-                        failed_at = now
-            live = [r for r in range(len(procs)) if r not in ended]
-            reason = None
-            if now >= deadline:
-                reason = f"still running at the timeout ({ranked.timeout_s:g} s): hung?"
-            elif failed_at is not None and now - failed_at >= PEER_GRACE_S:
-                reason = "stopped: another rank failed first (it was probably waiting for it in a collective)"
-            if reason is not None:
-                for rank in live:
-                    _stop(procs[rank])
-                    stopped[rank] = reason
-                    ended[rank] = time.perf_counter() - started
-                break
-            time.sleep(poll_s)
+                (work / f"rank{rank}.job.json").write_text(json.dumps(job))
+                with (work / f"rank{rank}.log").open("wb") as log:
+                    procs.append(
+                        subprocess.Popen(
+                            [sys.executable, "-m", "compile_checks.ranks.worker", str(work / f"rank{rank}.job.json")],
+                            stdout=log,
+                            stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL,
+                            env=_child_env(rank, ranked.world_size, port),
+                            start_new_session=True,  # its own process group: killed whole, and no Ctrl-C of ours
+                        )
+                    )
+            ended, stopped = _wait(procs, ranked.timeout_s, started, poll_s)
+        finally:  # an interrupt (or a failed start) must not leave ranks running in their own sessions
+            for proc in procs:
+                if proc.poll() is None:
+                    _stop(proc)
+        if dump_dir is not None:
+            Path(dump_dir).mkdir(parents=True, exist_ok=True)
+            for rank in range(len(procs)):
+                shutil.copyfile(work / f"rank{rank}.log", Path(dump_dir) / f"rank{rank}.log")
         runs = []
         for rank, proc in enumerate(procs):
-            result = json.loads(results[rank].read_text()) if results[rank].is_file() else None
+            result_file = work / f"rank{rank}.json"
             runs.append(
                 RankRun(
                     rank=rank,
                     returncode=None if rank in stopped else proc.returncode,
-                    seconds=ended.get(rank, time.perf_counter() - started),
-                    log_tail=_tail(logs[rank]),
-                    result=result,
+                    seconds=ended[rank],
+                    log_tail=_tail(work / f"rank{rank}.log"),
+                    result=json.loads(result_file.read_text()) if result_file.is_file() else None,
                     stopped_because=stopped.get(rank),
                 )
             )

@@ -81,6 +81,9 @@ def run_rank(job: dict[str, Any]) -> dict[str, Any]:
 
 def main(job_path: str) -> int:
     job = json.loads(Path(job_path).read_text())
+    import torch  # noqa: F401  (what a rank costs before it does anything: the interpreter, torch, this package)
+
+    startup_seconds = time.time() - job["spawned_at"]
     started = time.perf_counter()
     try:
         _init_group(job)
@@ -90,7 +93,7 @@ def main(job_path: str) -> int:
         out = {"rank": job["rank"], "error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()}
         traceback.print_exc()
         code = 1
-    out["process_seconds"] = time.perf_counter() - started
+    out.update(startup_seconds=startup_seconds, process_seconds=time.perf_counter() - started)
     Path(job["result"]).write_text(json.dumps(out, default=str))
     if code == 0:
         import torch.distributed as dist
