@@ -34,6 +34,7 @@ def test_split_pools_are_clean_on_every_rank(outcomes: dict[str, Outcome]) -> No
     assert o.passed and o.clean is True and o.eager_match is True
     assert o.report["verdict"] == "clean on 2 ranks" and set(o.report["ranks"]) == {"0", "1"}
     assert all(r["report"]["num_regions"] >= 1 for r in o.report["ranks"].values())
+    assert {key.split()[0] for key in o.report["recompiles"]} == {"rank0", "rank1"}  # the graphs column: every rank
 
 
 def test_fused_pools_clone_on_every_rank(outcomes: dict[str, Outcome]) -> None:

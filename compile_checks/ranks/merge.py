@@ -140,6 +140,12 @@ class RankedResult:
             "expect_clean_by_rank": [self.ranked.expectation(r) for r in range(self.ranked.world_size)],
             "clone_bytes_per_run": sum(r["clone_bytes_per_run"] for r in self.results.values()),
             "rank_seconds": {str(r.rank): round(r.seconds, 2) for r in self.runs},
+            # every rank's compiled functions, ``rank<N> <code>`` (the gate table's graphs column counts them all)
+            "recompiles": {
+                f"rank{k} {code}": entry
+                for k, r in sorted(self.results.items())
+                for code, entry in r["report"].get("recompiles", {}).items()
+            },
             "ranks": {str(k): r for k, r in sorted(self.results.items())},
         }
 
