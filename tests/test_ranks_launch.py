@@ -36,13 +36,17 @@ def test_a_peer_that_does_not_notice_is_stopped_after_the_grace_not_the_timeout(
 @pytest.mark.compile  # rank 0 compiles its tiny case
 def test_a_rank_that_hangs_is_killed_at_the_timeout_and_reported_hung() -> None:
     t0 = time.perf_counter()
-    result = run_ranked(RankedCase("hangs", factories.rank1_hangs, timeout_s=25), analysis_only=True)
-    assert time.perf_counter() - t0 < 45
+    result = run_ranked(RankedCase("hangs", factories.rank1_hangs, timeout_s=30), analysis_only=True)
+    assert time.perf_counter() - t0 < 60
     assert result.clean is None and not result.passed
-    (error,) = result.errors  # rank 0 finished its case; rank 1 is the error
-    assert error.startswith("rank 1 still running at the timeout (25 s): hung?")
-    assert "rank 1 is about to hang" in error  # its log tail
-    assert result.results[0]["clean"] is True  # rank 0 did reach its own verdict
+    hung = [e for e in result.errors if e.startswith("rank 1 ")]
+    assert len(hung) == 1 and hung[0].startswith("rank 1 still running at the timeout (30 s): hung?")
+    assert "rank 1 is about to hang" in hung[0]  # its log tail
+    assert result.runs[1].returncode is None and result.runs[1].stopped_because is not None
+    # rank 0 reached its own verdict, unless a loaded box kept it from finishing its compile within 30 s too
+    assert result.results.get(0, {}).get("clean") is True or any(
+        e.startswith("rank 0 still running") for e in result.errors
+    )
 
 
 def test_a_factory_that_returns_no_case_is_an_error_of_each_rank() -> None:
