@@ -7,6 +7,8 @@ that ``reorder_for_locality`` sank below it, say). Left functional, Inductor low
 fresh pool-sized buffer: copy all of ``k`` in, scatter, copy all of it back. The same holds
 for every functional form of an in-place write listed in :data:`FUNCTIONAL_WRITE_OPS`
 (``copy_`` into a slice becomes ``slice_scatter``, ``x[i] = ...`` ``select_scatter``, ...).
+An in-place collective on a pool (``dist.all_reduce(pool)``: ``_c10d_functional.all_reduce`` read
+through ``wait_tensor``, :data:`COLLECTIVE_WRITE_OPS`) left out of place is the same copy.
 """
 
 from __future__ import annotations
