@@ -2,7 +2,7 @@
 
 Started by :mod:`compile_checks.ranks.launcher` as ``python -m compile_checks.ranks.worker JOB.json``
 with its stdout and stderr in a log file (the launcher shows its tail when the rank fails).
-Every outcome is a JSON file at ``job["result"]``: the rank's verdict as plain data, or
+Every outcome is a JSON file at ``job["result"]``: what the rank found, as plain data (the merge judges it), or
 ``{"error": ...}`` (and exit 1) when building or running the case raised. A rank that writes
 nothing (killed, crashed in C++, hung) is the launcher's to report.
 """
