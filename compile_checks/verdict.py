@@ -115,16 +115,23 @@ def copy_fields(c: SurvivingClone) -> dict[str, Any]:
     }
 
 
+_COPY_WHAT: dict[str, str] = {
+    CopyKind.ATEN_WRITE_COPY: "whole-buffer copy by a functional ATen write",
+    CopyKind.COLLECTIVE_COPY: "whole-buffer copy by an out-of-place collective",
+}
+
+
 def render_copy(d: Mapping[str, Any]) -> str:
     """One line: op, argument, pool, bytes (and copied back), where, and why when explained."""
     pool = d["pool"] if d["pool"] is not None else "<unnamed input>"
-    what = "whole-buffer copy by a functional ATen write" if d.get("kind") == CopyKind.ATEN_WRITE_COPY else "clone"
+    what = _COPY_WHAT.get(str(d.get("kind")), "clone")
     back = f", {d['written_bytes']} bytes copied back" if d.get("written_bytes") else ""
     shape = f" {d['shape']} {d['dtype']}" if "shape" in d else ""
     where = d["where"]
     if "node" in d and where != f"region {d['region']} node {d['node']}":  # a dump file: name the node too
         where = f"region {d['region']} node {d['node']}, {where}"
-    text = f"{d['op']} argument {d['arg']!r} (pool {pool}): {what} of {d['nbytes']} bytes{shape}{back} at {where}"
+    rank = f"rank {d['rank']}: " if d.get("rank") is not None else ""  # a ranked case's copy (compile_checks.ranks)
+    text = f"{rank}{d['op']} argument {d['arg']!r} (pool {pool}): {what} of {d['nbytes']} bytes{shape}{back} at {where}"
     return text + (f" -- {d['explanation']}" if d.get("explanation") else "")
 
 

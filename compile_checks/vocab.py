@@ -35,6 +35,9 @@ class CopyKind(StrEnum):
     FUNCTIONALIZATION_CLONE = "functionalization_clone"
     # a plain ATen write (index_put, scatter, copy_, ...) left functional: copy in, write, copy back
     ATEN_WRITE_COPY = "aten_write_copy"
+    # an out-of-place collective on a pool (``_c10d_functional.all_reduce(pool)`` written back): Inductor
+    # lowers it as clone + ``all_reduce_`` on the clone, then copies the result back
+    COLLECTIVE_COPY = "collective_copy"
 
 
 class Cause(StrEnum):

@@ -3,6 +3,7 @@
 # outside this repo, the INSTALLED console script `compile-checks gate` reading the example's
 # own [tool.compile_checks] table, the example's pytest suite with the plugin, and a negative
 # control (a config that expects the fused case clean must fail the gate with exit 1).
+# Then examples/engine_blocks and examples/engine_tp (2 ranks under torch.distributed) the same way.
 #
 # Usage: scripts/gate_example.sh [VENV]   (default: .venv of this repo, made by scripts/setup_env.sh)
 # Writes the gate's JUnit XML and JSON to out/gate-example/ of this repo.
@@ -105,5 +106,49 @@ assert set(cases) == {"side_effect", "lost"} and all(f is not None for f in case
 assert "undeclared_write" in cases["side_effect"].get("message", ""), cases["side_effect"].get("message")
 assert "lost_write" in cases["lost"].get("message", ""), cases["lost"].get("message")
 print("[gate-example] ok: exit 1; side_effect: undeclared_write, lost: lost_write")
+PY
+echo "[gate-example] examples/engine_tp (2 ranks under torch.distributed, pools sharded by heads) from $work/tp"
+cp -r "$root/examples/engine_tp" "$work/tp"
+cd "$work/tp"
+compile-checks gate --junitxml "$out/junit-tp.xml" --json > "$out/gate-tp.json" || {
+  cat "$out/gate-tp.json" >&2; echo "[gate-example] FAIL: engine_tp's gate did not pass" >&2; exit 1; }
+python - "$out/gate-tp.json" <<'PY'
+import json, sys
+cases = {c["label"]: c for c in json.load(open(sys.argv[1]))["cases"]}
+assert sorted(cases) == ["tp_asymmetric", "tp_fused", "tp_split"], sorted(cases)
+assert all(c["passed"] and sorted(c["report"]["ranks"]) == ["0", "1"] for c in cases.values()), cases
+assert cases["tp_split"]["report"]["verdict"] == "clean on 2 ranks", cases["tp_split"]["report"]["verdict"]
+assert {c["rank"] for c in cases["tp_fused"]["clones"]} == {0, 1}
+asym = cases["tp_asymmetric"]["report"]["verdict"]
+assert asym.startswith("ranks differ: rank 0 clean; rank 1 "), asym
+for name, c in cases.items():
+    print(f"[gate-example] ok: {name}: {c['report']['verdict']}")
+PY
+echo "[gate-example] negative control: the asymmetric case expected clean on every rank must exit 1 naming rank 1"
+cat > "$work/tp/wrong_tp.py" <<'PY'
+"""The TP example's asymmetric case, (wrongly) expected clean on every rank."""
+from cases import asymmetric_case
+
+from compile_checks.ranks import RankedCase
+
+
+def cases():
+    return [RankedCase("tp_asymmetric", asymmetric_case, world_size=2, timeout_s=240)]
+PY
+set +e
+compile-checks gate wrong_tp.py:cases --junitxml "$out/junit-tp-wrong.xml" > "$out/gate-tp-wrong.txt" 2>&1
+rc=$?
+set -e
+if [[ $rc -ne 1 ]]; then
+  cat "$out/gate-tp-wrong.txt" >&2
+  echo "[gate-example] FAIL: the asymmetric case expected clean exited $rc (want 1)" >&2
+  exit 1
+fi
+python - "$out/junit-tp-wrong.xml" <<'PY'
+import sys, xml.etree.ElementTree as ET
+(case,) = ET.parse(sys.argv[1]).getroot().iter("testcase")
+message = case.find("failure").get("message")
+assert message.startswith("rank 1: 2 pool clone(s) survive"), message
+print(f"[gate-example] ok: exit 1; {message.split(' | ')[0]}")
 PY
 echo "[gate-example] passed (outputs in $out)"

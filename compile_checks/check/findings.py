@@ -34,7 +34,7 @@ class SurvivingClone:
         region: index of the compiled region (graph) it was found in, in compile order.
         node: name of the clone node in the post-grad graph.
         graph_file / line: where the node is in the dump (filled when dumps are written).
-        kind: ``"functionalization_clone"`` or ``"aten_write_copy"``.
+        kind: ``"functionalization_clone"``, ``"aten_write_copy"`` or ``"collective_copy"`` (:class:`CopyKind`).
         written_bytes: bytes the ``copy_`` epilogue writes back into the pool per call (0: none).
     """
 

@@ -60,6 +60,8 @@ def _verdict(o: Outcome) -> str:
         return f"[red]{_esc(', '.join(failing))}[/red]"
     if o.check_errors:
         return "[red]undecided[/red]"
+    if "ranks" in o.report:  # a ranked case: the merged verdict (compile_checks.ranks.merge)
+        return _esc(o.report["verdict"])
     if o.clean:
         return "clean"
     args = ",".join(sorted({c["arg"] for c in o.clones}))

@@ -21,8 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 from tqdm import tqdm
 
-from compile_checks.case import CaseResult, run_case
-from compile_checks.verdict import case_passed, copy_fields, failure_reasons, verdict_met
+from compile_checks.case import Case, CaseResult, run_case
+from compile_checks.ranks import RankedCase, RankedResult, run_ranked
+from compile_checks.verdict import case_passed, copy_fields, failure_reasons, render_copy, verdict_met
 from compile_checks.vocab import ErrorKind, Pipeline
 
 if TYPE_CHECKING:
@@ -58,25 +59,47 @@ class Outcome:
     error: str | None = None
     error_kind: ErrorKind | None = None
     retargeted_from: Pipeline | None = None  # PlannedCase.retargeted_from: the failure reason names the change
+    # a ranked case (compile_checks.ranks): ``rank N: why`` for each rank that missed its own expectation
+    rank_failures: list[str] = field(default_factory=list)
 
     @property
     def verdict_met(self) -> bool:
         """The copy verdict is what the case expects, from a usable check (:func:`verdict.verdict_met`)."""
-        return self.error is None and verdict_met(
-            expect_clean=self.expect_clean, clean=self.clean, problems=self.check_errors
+        return (
+            self.error is None
+            and not self.rank_failures
+            and verdict_met(expect_clean=self.expect_clean, clean=self.clean, problems=self.check_errors)
         )
 
     @property
     def passed(self) -> bool:
         """:attr:`verdict_met`, and compiled == eager where checked (:func:`verdict.case_passed`)."""
-        return self.error is None and case_passed(
-            expect_clean=self.expect_clean, clean=self.clean, problems=self.check_errors, eager_match=self.eager_match
+        return (
+            self.error is None
+            and not self.rank_failures
+            and case_passed(
+                expect_clean=self.expect_clean,
+                clean=self.clean,
+                problems=self.check_errors,
+                eager_match=self.eager_match,
+            )
         )
 
     def failure_reasons(self, copies_listed: bool = False) -> list[str]:
         """Why the case failed (the error, else :func:`verdict.failure_reasons`); empty when it passed."""
         if self.error is not None:
             return [self.error]
+        if self.rank_failures:  # each rank against its own expectation; then compiled == eager, merged
+            eager = failure_reasons(
+                expect_clean=True,
+                clean=True,
+                problems=[],
+                copies=[],
+                eager_match=self.eager_match,
+                max_abs_diff=self.max_abs_diff,
+            )
+            copies = [] if copies_listed else [render_copy(c) for c in [*self.clones, *self.other_clones]]
+            return [*self.rank_failures, *copies, *eager]
         return failure_reasons(
             expect_clean=self.expect_clean,
             clean=self.clean,
@@ -133,6 +156,35 @@ def outcome_from_result(planned: PlannedCase, result: CaseResult) -> Outcome:
     return out
 
 
+def outcome_from_ranked(planned: PlannedCase, result: RankedResult) -> Outcome:
+    """A ranked case's merged result: copies keyed by rank, each rank judged against its own expectation
+    (``rank_failures``), a rank without a verdict an error (exit 4), every rank's report in ``report``."""
+    ranks = result.results
+    diffs = [r["max_abs_diff"] for r in ranks.values() if r["max_abs_diff"] is not None]
+    errors = result.errors
+    return Outcome(
+        label=planned.label,
+        group=planned.group,
+        pipeline=planned.pipeline,
+        expect_clean=planned.expect_clean,
+        analysis_only=result.analysis_only,
+        description=result.ranked.description or f"{result.ranked.world_size} ranks ({result.backend})",
+        clean=result.clean,
+        check_errors=[f"rank {k}: {p}" for k, r in sorted(ranks.items()) for p in r["problems"]],
+        eager_match=result.eager_match,
+        max_abs_diff=max(diffs) if diffs else None,
+        clones=result.copies(),
+        other_clones=result.other_copies(),
+        compile_seconds=max((r["compile_seconds"] for r in ranks.values()), default=0.0),
+        wall_seconds=result.wall_seconds,
+        notes=[*result.differences, *(f"rank {k}: {n}" for k, r in sorted(ranks.items()) for n in r["notes"])],
+        report=result.to_dict(),
+        rank_failures=result.rank_failures,
+        error="\n".join(errors) if errors else None,
+        error_kind=ErrorKind.COMPILE if errors else None,
+    )
+
+
 class CaseBuilder:
     """Builds each planned case once per process, reusing what planning already read (a ``LazyCase``
     is built here, when its case runs)."""
@@ -142,7 +194,7 @@ class CaseBuilder:
             src: {c.name: c for c in cases} for src, cases in (preloaded or {}).items()
         }
 
-    def take(self, planned: PlannedCase) -> Case:
+    def take(self, planned: PlannedCase) -> Case | RankedCase:
         pending = self._pending.setdefault(planned.source, {})
         if planned.case_name not in pending:  # read the source again; what planning read is used first
             pending.update({c.name: c for c in planned.source.declared() if c.name not in pending})
@@ -179,6 +231,9 @@ def run_planned(planned: PlannedCase, builder: CaseBuilder, dump_root: Path | No
 
     try:
         case = builder.take(planned)
+        if isinstance(case, RankedCase):  # every rank in its own process, each through run_case
+            ranked = run_ranked(case, analysis_only=planned.analysis_only, dump_dir=_dump_dir(dump_root, planned.label))
+            return outcome_from_ranked(planned, ranked)
         result = run_case(case, analysis_only=planned.analysis_only, dump_dir=_dump_dir(dump_root, planned.label))
     except CompileCheckError as e:
         return failed(ErrorKind.COMPILE, f"{getattr(e, 'phase', 'compile')} failed: {e}")
@@ -275,6 +330,7 @@ __all__ = [
     "CaseBuilder",
     "Outcome",
     "auto_jobs",
+    "outcome_from_ranked",
     "outcome_from_result",
     "progress_callback",
     "run_plan",

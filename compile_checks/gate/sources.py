@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from compile_checks.case import Case
 from compile_checks.gate.targets import Declared, declared_cases
 from compile_checks.lazy_case import LazyCase
+from compile_checks.ranks.spec import RankedCase
 from compile_checks.vocab import Pipeline
 
 BUILTIN = "builtin"
@@ -76,7 +77,7 @@ class CaseSource:
         pipeline, retarget, own = self.pipeline, self.retarget, self.own_pipeline
         return [c for c in cases if runs_under(c, pipeline, retarget=retarget, own_pipeline=own)]
 
-    def build(self, case: Declared) -> Case:
+    def build(self, case: Declared) -> Case | RankedCase:
         """``case`` built and on this source's pipeline.
 
         A ``Case`` instance target is re-targeted in place of a fresh build: the copy shares the
@@ -88,7 +89,7 @@ class CaseSource:
             return built
         return built.replace(pipeline=self.pipeline)
 
-    def load(self) -> list[Case]:
+    def load(self) -> list[Case | RankedCase]:
         """Every case of this source, built."""
         return [self.build(c) for c in self.declared()]
 

@@ -3,8 +3,8 @@
 ``NAME`` is a :class:`~compile_checks.case.Case`, a list/tuple of them, or a zero-argument
 callable returning either (the callable form builds fresh tensors each time it is loaded); any
 of those cases may be a :class:`~compile_checks.lazy_case.LazyCase`, which planning and ``list``
-read without building (:func:`declared_cases`). Every failure is a :class:`TargetError` that
-names the target and what was wrong.
+read without building (:func:`declared_cases`), or a :class:`~compile_checks.ranks.RankedCase`, run on
+every rank. Every failure is a :class:`TargetError` that names the target and what was wrong.
 """
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ from typing import Any
 from compile_checks.case import Case
 from compile_checks.errors import CompileChecksError
 from compile_checks.lazy_case import LazyCase
+from compile_checks.ranks.spec import RankedCase
 
-Declared = Case | LazyCase
+Declared = Case | LazyCase | RankedCase
 
 
 class TargetError(CompileChecksError, ValueError):
@@ -77,10 +78,10 @@ def _load_module(where: str, spec: str, base_dir: Path) -> Any:
 
 
 def _as_cases(value: Any, spec: str) -> list[Declared]:
-    if isinstance(value, (Case, LazyCase)):
+    if isinstance(value, (Case, LazyCase, RankedCase)):
         return [value]
     if isinstance(value, (list, tuple)):
-        bad = [type(v).__name__ for v in value if not isinstance(v, (Case, LazyCase))]
+        bad = [type(v).__name__ for v in value if not isinstance(v, (Case, LazyCase, RankedCase))]
         if bad:
             raise TargetError(f"target {spec!r}: the list holds non-Case items ({', '.join(sorted(set(bad)))})")
         if not value:
@@ -101,7 +102,7 @@ def declared_cases(spec: str, base_dir: str | Path | None = None) -> list[Declar
         value = getattr(module, name)
     except AttributeError:
         raise TargetError(f"target {spec!r}: {where} has no attribute {name!r}") from None
-    if not isinstance(value, (Case, LazyCase, list, tuple)) and callable(value):
+    if not isinstance(value, (Case, LazyCase, RankedCase, list, tuple)) and callable(value):
         try:
             value = value()
         except SystemExit as e:
@@ -111,16 +112,19 @@ def declared_cases(spec: str, base_dir: str | Path | None = None) -> list[Declar
     return _as_cases(value, spec)
 
 
-def load_target(spec: str, base_dir: str | Path | None = None) -> list[Case]:
+def load_target(spec: str, base_dir: str | Path | None = None) -> list[Case | RankedCase]:
     """The cases one target names, built (:func:`declared_cases`, each ``LazyCase`` materialized)."""
     return [c.materialize() if isinstance(c, LazyCase) else c for c in declared_cases(spec, base_dir)]
 
 
 def load_targets(specs: Sequence[str], base_dir: str | Path | None = None) -> list[Case]:
-    """All cases of all targets, in order; case names must be unique across them."""
+    """All cases of all targets, in order (single-process cases: the traffic report's); names unique across them."""
     cases: list[Case] = []
     for spec in specs:
-        cases.extend(load_target(spec, base_dir))
+        for c in load_target(spec, base_dir):
+            if isinstance(c, RankedCase):
+                raise TargetError(f"target {spec!r}: {c.name!r} is a RankedCase; per-rank cases run in the gate only")
+            cases.append(c)
     seen: set[str] = set()
     dupes = sorted({c.name for c in cases if c.name in seen or seen.add(c.name)})  # type: ignore[func-returns-value]
     if dupes:

@@ -7,6 +7,8 @@ that ``reorder_for_locality`` sank below it, say). Left functional, Inductor low
 fresh pool-sized buffer: copy all of ``k`` in, scatter, copy all of it back. The same holds
 for every functional form of an in-place write listed in :data:`FUNCTIONAL_WRITE_OPS`
 (``copy_`` into a slice becomes ``slice_scatter``, ``x[i] = ...`` ``select_scatter``, ...).
+An in-place collective on a pool (``dist.all_reduce(pool)``: ``_c10d_functional.all_reduce`` read
+through ``wait_tensor``, :data:`COLLECTIVE_WRITE_OPS`) left out of place is the same copy.
 """
 
 from __future__ import annotations
@@ -43,6 +45,14 @@ _WRITE_OP_NAMES: tuple[str, ...] = (
 FUNCTIONAL_WRITE_OPS: frozenset[object] = frozenset(
     getattr(_aten, name) for name in _WRITE_OP_NAMES if hasattr(_aten, name)
 )
+_c10d = getattr(torch.ops, "_c10d_functional", None)
+# out-of-place collectives whose result replaces every element of their input: Inductor lowers
+# them as a clone of the input plus the in-place collective on the clone (torch/_inductor/comm_lowering.py);
+# written back into a pool, that clone is a copy of the pool (re-inplaced, ``all_reduce_``, there is none)
+COLLECTIVE_WRITE_OPS: frozenset[object] = frozenset(
+    getattr(_c10d, name) for name in ("all_reduce",) if _c10d is not None and hasattr(_c10d, name)
+)
+_WAIT_TENSOR = getattr(_c10d, "wait_tensor", None)
 
 
 def is_functional_write(node: torch.fx.Node) -> bool:
@@ -50,7 +60,23 @@ def is_functional_write(node: torch.fx.Node) -> bool:
     if node.op != "call_function":
         return False
     packet = getattr(node.target, "overloadpacket", None)
-    return packet in FUNCTIONAL_WRITE_OPS and bool(node.args) and isinstance(node.args[0], torch.fx.Node)
+    return (
+        (packet in FUNCTIONAL_WRITE_OPS or packet in COLLECTIVE_WRITE_OPS)
+        and bool(node.args)
+        and isinstance(node.args[0], torch.fx.Node)
+    )
+
+
+def _through_wait(node: torch.fx.Node) -> torch.fx.Node:
+    """A collective's result is read through ``wait_tensor(result)``: the value is the collective's."""
+    while (
+        _WAIT_TENSOR is not None
+        and node.op == "call_function"
+        and getattr(node.target, "overloadpacket", None) is _WAIT_TENSOR
+        and isinstance(node.args[0], torch.fx.Node)
+    ):
+        node = node.args[0]
+    return node
 
 
 def _first_write_on_input(src: torch.fx.Node) -> tuple[torch.fx.Node, torch.fx.Node, list[torch.fx.Node]] | None:
@@ -59,11 +85,11 @@ def _first_write_on_input(src: torch.fx.Node) -> tuple[torch.fx.Node, torch.fx.N
     Returns (the write that reads the input, that input's placeholder, every write of the
     chain), or None when the value is no functional write of (a view of) a graph input.
     """
-    cur, _ = view_chain_root(src)
+    cur = _through_wait(view_chain_root(src)[0])
     chain: list[torch.fx.Node] = []
     while is_functional_write(cur):
         chain.append(cur)
-        cur, _ = view_chain_root(cur.args[0])  # type: ignore[arg-type]
+        cur = _through_wait(view_chain_root(cur.args[0])[0])  # type: ignore[arg-type]
     if not chain or cur.op != "placeholder":
         # refusal: a write into a clone or an intermediate copies no caller buffer by itself
         return None
@@ -158,9 +184,10 @@ def _write_site(
     if out_geo is None:
         return None  # no fake value: size unknown (never seen on a post-grad graph)
     self_geo = geometry_of(write.args[0].meta.get("val"))  # type: ignore[union-attr]
+    collective = getattr(write.target, "overloadpacket", None) in COLLECTIVE_WRITE_OPS
     return CloneSite(
         op=op_name(write.target),
-        arg="self",
+        arg=write.target._schema.arguments[0].name,  # type: ignore[union-attr]  # "self"; a collective's "input"
         clone_node=write.name,
         placeholder=placeholder.name,
         placeholder_index=index,
@@ -169,7 +196,7 @@ def _write_site(
         clone_source_offset=self_geo.storage_offset if self_geo is not None else None,
         clones_whole_input=False,
         clone_is_input=write.args[0] is placeholder,
-        kind=CopyKind.ATEN_WRITE_COPY,
+        kind=CopyKind.COLLECTIVE_COPY if collective else CopyKind.ATEN_WRITE_COPY,
         written=written,
         clone_source=self_geo,
         view_in_input_storage=True,
@@ -183,6 +210,7 @@ def _with_written(site: CloneSite, geo: TensorGeometry) -> CloneSite:
 
 
 __all__ = [
+    "COLLECTIVE_WRITE_OPS",
     "FUNCTIONAL_WRITE_OPS",
     "allocates_buffer",
     "find_aten_write_copies",

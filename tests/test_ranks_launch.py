@@ -1,0 +1,54 @@
+"""Ranks as processes: a rank that raises or hangs is an error naming it with its log tail, within the timeout.
+
+Each test starts 2 real processes under gloo (about 3-5 s of ``import torch`` each).
+"""
+
+from __future__ import annotations
+
+import time
+
+import _ranks_factories as factories
+import pytest
+
+from compile_checks.ranks import RankedCase, run_ranked
+from compile_checks.ranks.launcher import PEER_GRACE_S
+
+
+def test_a_rank_that_raises_is_an_error_with_its_traceback_listed_first() -> None:
+    result = run_ranked(RankedCase("raises", factories.rank1_raises, timeout_s=120), analysis_only=True)
+    assert result.clean is None and not result.passed
+    first, peer = result.errors  # the rank that failed first leads
+    assert first.startswith("rank 1 raised RuntimeError: rank 1 cannot build its shard (deliberate)")
+    assert "Traceback" in first  # the tail of rank 1's log
+    assert peer.startswith("rank 0 ")  # gloo saw its peer's connection close in the barrier, or it was stopped
+    assert result.verdict.startswith("ERROR: rank 1 raised")
+
+
+def test_a_peer_that_does_not_notice_is_stopped_after_the_grace_not_the_timeout() -> None:
+    result = run_ranked(RankedCase("busy", factories.rank1_raises_rank0_busy, timeout_s=120), analysis_only=True)
+    first, peer = result.errors
+    assert first.startswith("rank 1 raised RuntimeError")
+    assert peer.startswith("rank 0 stopped: another rank failed first")
+    assert result.runs[0].returncode is None
+    assert result.wall_seconds < 60 and PEER_GRACE_S < 60  # the peer's grace, not the 120 s timeout
+
+
+@pytest.mark.compile  # rank 0 compiles its tiny case
+def test_a_rank_that_hangs_is_killed_at_the_timeout_and_reported_hung() -> None:
+    t0 = time.perf_counter()
+    result = run_ranked(RankedCase("hangs", factories.rank1_hangs, timeout_s=30), analysis_only=True)
+    assert time.perf_counter() - t0 < 60
+    assert result.clean is None and not result.passed
+    hung = [e for e in result.errors if e.startswith("rank 1 ")]
+    assert len(hung) == 1 and hung[0].startswith("rank 1 still running at the timeout (30 s): hung?")
+    assert "rank 1 is about to hang" in hung[0]  # its log tail
+    assert result.runs[1].returncode is None and result.runs[1].stopped_because is not None
+    # rank 0 reached its own verdict, unless a loaded box kept it from finishing its compile within 30 s too
+    assert result.results.get(0, {}).get("clean") is True or any(
+        e.startswith("rank 0 still running") for e in result.errors
+    )
+
+
+def test_a_factory_that_returns_no_case_is_an_error_of_each_rank() -> None:
+    result = run_ranked(RankedCase("nocase", factories.not_a_case, timeout_s=60), analysis_only=True)
+    assert len(result.errors) == 2 and all("returned dict, not a Case" in e for e in result.errors)
