@@ -29,6 +29,8 @@ import torch.fx
 from torch.fx.experimental.sym_node import SymNode
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 from torch.utils._dtype_abbrs import dtype_abbrs
+from torch.utils._sympy.numbers import int_oo
+from torch.utils._sympy.value_ranges import ValueRanges
 
 from compile_checks.scan.artifacts import ScanError
 
@@ -107,11 +109,11 @@ class _Builder:
         for sym in expr.free_symbols:
             if str(sym) not in self.symbols:
                 self.symbols[str(sym)] = sym
-        hint = expr.subs({s: _FIRST_HINT + 2 * i for i, s in enumerate(self._ordered())})
+                # a backed size symbol: its range and a made-up hint, as Dynamo registers one
+                self.shape_env.var_to_range[sym] = ValueRanges(2, int_oo)
+                self.shape_env.backed_var_to_val[sym] = sympy.Integer(_FIRST_HINT + 2 * len(self.symbols))
+        hint = expr.subs(self.shape_env.backed_var_to_val)
         return torch.SymInt(SymNode(expr, self.shape_env, int, hint=int(hint)))
-
-    def _ordered(self) -> list[sympy.Symbol]:
-        return [self.symbols[k] for k in sorted(self.symbols)]
 
     def value(self, annotation: str | None, offset: int = 0) -> Any:
         if not annotation:
