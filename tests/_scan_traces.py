@@ -2,8 +2,10 @@
 
 ``python tests/_scan_traces.py OUT CASE...`` where CASE is ``scenario:NAME:PIPELINE``,
 ``engine:NAME:PIPELINE`` (``examples/engine``) or ``analysis:NAME:PIPELINE`` (a scenario run
-analysis-only: its trace has no post-grad graph). Each case is compiled *fully* (a production
-compile: the analysis-only gate stops before Inductor logs its post-grad graph) under the live
+analysis-only: its trace has no post-grad graph); ``SCAN_TRACE_DEVICE=cuda`` builds the cases'
+tensors on that device (``torch.set_default_device``: the GPU half of scripts/gpu_check.sh).
+Each case is compiled *fully* (a production compile: the analysis-only gate stops before Inductor
+logs its post-grad graph) under the live
 check, with torch's own structured-trace handler writing to ``OUT/<case>/``; the live verdict is
 written beside it as ``OUT/<case>.live.json``. The trace is what torch logged, read back only by
 the scan.
@@ -71,6 +73,7 @@ def traced(out: Path, spec: str) -> dict[str, object]:
 def main(argv: list[str]) -> int:
     inductor_config.force_disable_caches = True
     torch.manual_seed(0)
+    torch.set_default_device(os.environ.get("SCAN_TRACE_DEVICE", "cpu"))
     out = Path(argv[0])
     out.mkdir(parents=True, exist_ok=True)
     for spec in argv[1:]:

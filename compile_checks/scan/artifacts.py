@@ -48,12 +48,14 @@ class GraphArtifacts:
     aot_graph: str | None = None
     inputs: dict[str, InputSource] = field(default_factory=dict)  # post-grad placeholder -> its source
     notes: list[str] = field(default_factory=list)
+    scope: str = ""  # the PATH it came from, when a scan reads several
 
     @property
     def label(self) -> str:
+        scope = f"{self.scope} " if self.scope else ""
         rank = f"rank{self.rank} " if self.rank is not None else ""
         piece = f" graph {self.index}" if self.index else ""
-        return f"{rank}[{self.compile_id}]{piece}"
+        return f"{scope}{rank}[{self.compile_id}]{piece}"
 
 
 __all__ = ["GraphArtifacts", "InputSource", "ScanError", "TruncatedTraceError", "UnknownFormatError"]

@@ -144,7 +144,11 @@ def print_scan(outcomes: Sequence[Outcome], code: int, seconds: float, notes: Se
 
 def scan_paths(paths: Sequence[Path], pools: PoolMap) -> list[GraphScan]:
     """Read every PATH, then scan every graph (library entry point; raises :class:`ScanError`)."""
-    arts: list[GraphArtifacts] = [a for p in paths for a in read_path(p)]
+    arts: list[GraphArtifacts] = []
+    for p in paths:
+        for a in read_path(p):
+            a.scope = p.name if len(paths) > 1 else ""  # labels stay unique across PATHs
+            arts.append(a)
     namespaces = {ns for a in arts for ns in KNOWN_OP_MODULES if a.post_grad and f"torch.ops.{ns}." in a.post_grad}
     _import([KNOWN_OP_MODULES[ns] for ns in sorted(namespaces)])
     return [scan_graph(a, pools, i) for i, a in enumerate(arts)]

@@ -202,7 +202,7 @@ def scan_graph(art: GraphArtifacts, pools: PoolMap, region: int) -> GraphScan:
                 "nbytes": nbytes,
                 "kind": site.kind,
                 "written_bytes": written,
-                "where": f"{art.label} input {describe_input(art, site.placeholder)} node {site.clone_node}"
+                "where": f"{art.label} input {describe_input(art, site.placeholder)}"
                 + (f" (post-grad graph line {line})" if line else ""),
                 "explanation": _explain(art, graph, site, copy_node, nbytes),
                 "shape": [str(s) for s in copy_node.meta["val"].shape] if symbolic else list(site.clone.shape),
