@@ -7,6 +7,8 @@ import hashlib
 import json
 from pathlib import Path
 
+import pytest
+
 from compile_checks.cli import main
 from compile_checks.scan.artifacts import GraphArtifacts, InputSource
 from compile_checks.scan.copies import scan_graph
@@ -155,3 +157,39 @@ def test_cli_pools_file_and_per_pool_expectation(tmp_path, capsys):
     assert 'name="pool layer0.k"' in junit.read_text()
     (tmp_path / "pyproject.toml").write_text('[tool.compile_checks.scan]\npools = {"layer0.k" = true}\n')
     assert main(args) == ExitCode.NOT_MET
+
+
+# Inductor's debug folder (fx_graph_transformed.py) and depyf (AFTER_POST_GRAD) print no strides
+NO_STRIDES = """class GraphModule(torch.nn.Module):
+    def forward(self, arg0_1: "f32[64, 8]", arg1_1: "f32[2, 8]", arg2_1: "i64[2]"):
+        # File: /tmp/scan/fmt.py:4 in f, code: k2 = k.index_put((s,), x)
+        index_put: "f32[64, 8]" = torch.ops.aten.index_put.default(arg0_1, [arg2_1], arg1_1);  arg2_1 = arg1_1 = None
+
+        # File: /tmp/scan/fmt.py:5 in f, code: out = k.sum()
+        sum_1: "f32[]" = torch.ops.aten.sum.default(arg0_1)
+
+        # File: /tmp/scan/fmt.py:6 in f, code: k.copy_(k2)
+        copy_: "f32[64, 8]" = torch.ops.aten.copy_.default(arg0_1, index_put);  arg0_1 = index_put = copy_ = None
+        return (sum_1,)
+"""
+
+
+@pytest.mark.parametrize(
+    "layout",
+    ["torchinductor/model__0_inference_0.0/fx_graph_transformed.py", "rank_1/__compiled_fn_3.AFTER_POST_GRAD.0.py"],
+)
+def test_debug_folder_and_depyf_dump(tmp_path, layout, capsys):
+    path = tmp_path / layout
+    path.parent.mkdir(parents=True)
+    path.write_text("from __future__ import annotations\nimport torch\n" + NO_STRIDES)
+    assert main(["scan", str(tmp_path), "--json"]) == ExitCode.NOT_MET
+    [case] = json.loads(capsys.readouterr().out)["cases"]
+    assert [c["nbytes"] for c in case["clones"]] == [64 * 8 * 4]
+    assert any("taken as contiguous" in n for n in case["notes"])
+    assert case["report"]["rank"] == (1 if "rank_1" in layout else None)
+
+
+def test_unreadable_size_is_undecided_not_clean():
+    text = NO_STRIDES.replace('index_put: "f32[64, 8]"', 'index_put: "weird"')
+    s = scan_graph(_art(text), PoolMap({}), 0)
+    assert s.copies == [] and s.problems and "cannot be decided" in s.problems[0]

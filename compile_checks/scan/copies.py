@@ -20,7 +20,7 @@ import torch
 import torch.fx
 
 from compile_checks.check.graph.copies import find_copy_sites
-from compile_checks.check.graph.fx_helpers import flatten_nodes, node_line, op_name, view_chain_root
+from compile_checks.check.graph.fx_helpers import flatten_nodes, node_line, op_name, view_chain_root, write_backs
 from compile_checks.check.graph.sites import CloneSite
 from compile_checks.explain.explanations import FIXES
 from compile_checks.explain.user_source import parse_stack_trace, short_path
@@ -158,6 +158,16 @@ def _unknown_op_problems(graph: torch.fx.Graph) -> list[str]:
     return out
 
 
+def _unsized_write_backs(graph: torch.fx.Graph) -> list[str]:
+    """Values written back into an input whose size the text did not give: a copy there cannot be sized."""
+    return [
+        f"{copy_node.name}: the value written back into {placeholder.name} ({view_chain_root(src)[0].name}) has "
+        "no readable size annotation, so whether it is a copy of the input cannot be decided"
+        for copy_node, placeholder, src in write_backs(graph)
+        if "val" not in view_chain_root(src)[0].meta
+    ]
+
+
 def scan_graph(art: GraphArtifacts, pools: PoolMap, region: int) -> GraphScan:
     """The copies of one logged graph (``region``: its position in the scan, as the live ``region``)."""
     t0 = time.perf_counter()
@@ -214,6 +224,9 @@ def scan_graph(art: GraphArtifacts, pools: PoolMap, region: int) -> GraphScan:
                 "compile_id": art.compile_id,
             }
         )
+    out.problems += _unsized_write_backs(graph)
+    if parsed.contiguous_assumed:
+        out.notes.append("the graph text prints no strides: every value is taken as contiguous")
     if parsed.symbols:
         out.notes.append(
             f"symbolic sizes ({', '.join(sorted(parsed.symbols))}): bytes are expressions of them; "

@@ -36,7 +36,9 @@ from compile_checks.scan.artifacts import ScanError
 
 _DTYPES = {abbr: dtype for dtype, abbr in dtype_abbrs.items()}
 # ``f32[1024, 2, 32][64, 32, 1]cpu`` / ``Sym(s0)``
-_TENSOR_ANN = re.compile(r"^(?P<dtype>[a-z0-9]+)\[(?P<shape>[^\]]*)\]\[(?P<stride>[^\]]*)\](?P<device>.*)$")
+# strides and device are printed only with include_stride / include_device (the trace's payload has
+# both; Inductor's debug folder and depyf print neither: a value is then taken as contiguous)
+_TENSOR_ANN = re.compile(r"^(?P<dtype>[a-z0-9]+)\[(?P<shape>[^\]]*)\](?:\[(?P<stride>[^\]]*)\])?(?P<device>.*)$")
 _FILE_COMMENT = re.compile(r"^\s*# File: (?P<file>.+?):(?P<line>\d+) in (?P<func>[^,]+), code: (?P<code>.*)$")
 _ROOTS: dict[str, Any] = {"torch": torch, "operator": operator, "math": math, "builtins": builtins}
 _CONSTANTS: dict[str, Any] = {"inf": math.inf, "nan": math.nan, "None": None, "True": True, "False": False}
@@ -67,6 +69,7 @@ class ParsedGraph:
     graph: torch.fx.Graph
     symbols: dict[str, sympy.Symbol] = field(default_factory=dict)
     unknown_ops: set[str] = field(default_factory=set)
+    contiguous_assumed: bool = False  # the text printed no strides (debug folder, depyf): taken as contiguous
 
 
 def _resolve(expr: ast.expr) -> Any:
@@ -99,6 +102,7 @@ class _Builder:
         self.shape_env = ShapeEnv()
         self.symbols: dict[str, sympy.Symbol] = {}
         self.unknown: set[str] = set()
+        self.contiguous_assumed = False
 
     # ---- annotations -> meta["val"] ----
     def _size(self, text: str) -> Any:
@@ -124,7 +128,13 @@ class _Builder:
         if m is None or m.group("dtype") not in _DTYPES:
             return None
         shape = [self._size(s) for s in m.group("shape").split(",") if s.strip()]
-        stride = [self._size(s) for s in m.group("stride").split(",") if s.strip()]
+        if m.group("stride") is None:
+            self.contiguous_assumed = True
+            stride = [1] * len(shape)
+            for d in range(len(shape) - 2, -1, -1):
+                stride[d] = stride[d + 1] * shape[d + 1]
+        else:
+            stride = [self._size(s) for s in m.group("stride").split(",") if s.strip()]
         dtype = _DTYPES[m.group("dtype")]
         if any(isinstance(x, torch.SymInt) for x in (*shape, *stride)):
             from torch._subclasses.fake_tensor import FakeTensorMode
@@ -249,7 +259,7 @@ def parse_graph(text: str) -> ParsedGraph:
         raise GraphTextError(f"the logged graph is not valid Python (line {e.lineno}: {e.msg})") from None
     builder = _Builder(source)
     builder.build(_forward(tree))
-    return ParsedGraph(builder.graph, builder.symbols, builder.unknown)
+    return ParsedGraph(builder.graph, builder.symbols, builder.unknown, builder.contiguous_assumed)
 
 
 def symbolic_nbytes(val: Any) -> str | None:
