@@ -193,3 +193,22 @@ def test_unreadable_size_is_undecided_not_clean():
     text = NO_STRIDES.replace('index_put: "f32[64, 8]"', 'index_put: "weird"')
     s = scan_graph(_art(text), PoolMap({}), 0)
     assert s.copies == [] and s.problems and "cannot be decided" in s.problems[0]
+
+
+def test_cli_scan_usage_errors(tmp_path, capsys):
+    assert main(["scan"]) == ExitCode.USAGE  # a PATH is required
+    assert main(["--json", "scan", str(tmp_path)]) == ExitCode.USAGE  # the scan's options follow `scan`
+    assert main(["scan", str(tmp_path / "missing")]) == ExitCode.USAGE
+    (tmp_path / "pyproject.toml").write_text("[tool.compile_checks.scan]\nexpect_clen = true\n")
+    assert main(["scan", str(tmp_path), "--config", str(tmp_path / "pyproject.toml")]) == ExitCode.USAGE
+    assert "expect_clen" in capsys.readouterr().err
+
+
+def test_gate_config_accepts_the_scan_table(tmp_path):
+    from compile_checks.gate.config import load_config
+
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.compile_checks]\ntargets = ["c.py:cases"]\n[tool.compile_checks.scan]\n'
+    )
+    config = load_config(tmp_path / "pyproject.toml")
+    assert config is not None and config.targets == ("c.py:cases",)
