@@ -249,14 +249,23 @@ def _forward(tree: ast.Module) -> ast.FunctionDef:
     raise GraphTextError("no forward() in the logged graph")
 
 
-def parse_graph(text: str) -> ParsedGraph:
-    """The logged post-grad graph as an ``fx.Graph`` (node names as logged)."""
+def _parse(text: str) -> tuple[str, ast.Module]:
     # print_readable names a lambda-compiled module ``class <lambda>(...)``: not Python
     source = re.sub(r"^(\s*class )<(\w+)>", r"\1_\2", text, flags=re.M)
     try:
-        tree = ast.parse(source)
+        return source, ast.parse(source)
     except SyntaxError as e:
         raise GraphTextError(f"the logged graph is not valid Python (line {e.lineno}: {e.msg})") from None
+
+
+def forward_parameters(text: str) -> list[str]:
+    """The graph's input names, in order (a Dynamo graph's ``L_k_pools_0_`` ...)."""
+    return [a.arg for a in _forward(_parse(text)[1]).args.args[1:]]
+
+
+def parse_graph(text: str) -> ParsedGraph:
+    """The logged post-grad graph as an ``fx.Graph`` (node names as logged)."""
+    source, tree = _parse(text)
     builder = _Builder(source)
     builder.build(_forward(tree))
     return ParsedGraph(builder.graph, builder.symbols, builder.unknown, builder.contiguous_assumed)
@@ -272,4 +281,4 @@ def symbolic_nbytes(val: Any) -> str | None:
     return str(n)
 
 
-__all__ = ["GraphTextError", "ParsedGraph", "UnknownOp", "parse_graph", "symbolic_nbytes"]
+__all__ = ["GraphTextError", "ParsedGraph", "UnknownOp", "forward_parameters", "parse_graph", "symbolic_nbytes"]

@@ -27,13 +27,12 @@ from pathlib import Path
 from typing import Any
 
 from compile_checks.scan.artifacts import GraphArtifacts, InputSource, TruncatedTraceError, UnknownFormatError
+from compile_checks.scan.fx_text import GraphTextError, forward_parameters
 
 # ``[rank0]:V1203 19:28:16.034000 6297 torch/_dynamo/output_graph.py:2942] {...}``
 _RECORD = re.compile(r"^(?:\[rank(?P<rank>\d+)\]:)?[VIWEC]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [^\]]*:\d+\] (?P<json>\{.*)$")
 _FILE_RANK = re.compile(r"rank_(\d+)")
 _AOT_INPUT = re.compile(r"^\s*(\w+): .*# PlainAOTInput\(idx=(\d+)\)")
-_FORWARD_ARGS = re.compile(r"def forward\(self,?(.*?)\):", re.S)
-_ARG_NAME = re.compile(r"(\w+)\s*:")
 TRACE_PREFIX = "dedicated_log_torch_trace_"
 
 
@@ -124,18 +123,13 @@ def _add(c: _Compile, r: Record) -> None:
 
 
 def _placeholders(code: str | None) -> list[str]:
-    """The ``forward`` parameters of a ``print_readable`` graph, in order."""
+    """The ``forward`` parameters of a ``print_readable`` graph, in order (none when it does not parse)."""
     if not code:
         return []
-    m = _FORWARD_ARGS.search(code)
-    if m is None:
+    try:
+        return forward_parameters(code)
+    except GraphTextError:
         return []
-    names: list[str] = []
-    for part in re.split(r",\s*(?=\w+\s*:)", m.group(1)):
-        n = _ARG_NAME.search(part)
-        if n:
-            names.append(n.group(1))
-    return names
 
 
 def _dynamo_name(source: str) -> str:
