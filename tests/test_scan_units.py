@@ -212,3 +212,21 @@ def test_gate_config_accepts_the_scan_table(tmp_path):
     )
     config = load_config(tmp_path / "pyproject.toml")
     assert config is not None and config.targets == ("c.py:cases",)
+
+
+# auto_functionalized v1's write-back of a mutated view: copy_(kv, select_scatter(kv, clone, 0, 0))
+V1_VIEW = """class GraphModule(torch.nn.Module):
+    def forward(self, arg0_1: "f32[2, 8, 4][32, 4, 1]cpu", arg1_1: "i64[2][1]cpu", arg2_1: "f32[2, 4][4, 1]cpu"):
+        select: "f32[8, 4][4, 1]cpu" = torch.ops.aten.select.int(arg0_1, 0, 0)
+        clone: "f32[8, 4][4, 1]cpu" = torch.ops.aten.clone.default(select);  select = None
+        index_put_: "f32[8, 4][4, 1]cpu" = torch.ops.aten.index_put_.default(clone, [arg1_1], arg2_1)
+        select_scatter: "f32[2, 8, 4][32, 4, 1]cpu" = torch.ops.aten.select_scatter.default(arg0_1, clone, 0, 0)
+        copy_: "f32[2, 8, 4][32, 4, 1]cpu" = torch.ops.aten.copy_.default(arg0_1, select_scatter)
+        return ()
+"""
+
+
+def test_v1_view_write_back_is_not_a_later_read():
+    [c] = scan_graph(_art(V1_VIEW), PoolMap({}), 0).copies
+    assert (c["node"], c["nbytes"], c["kind"]) == ("clone", 8 * 4 * 4, CopyKind.FUNCTIONALIZATION_CLONE)
+    assert c["explanation"].startswith(Cause.VIEW_OF_INPUT_V1)  # the scatter is the write-back, not a reader

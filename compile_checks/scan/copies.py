@@ -19,9 +19,9 @@ from typing import Any
 import torch
 import torch.fx
 
-from compile_checks.check.graph.copies import find_copy_sites
+from compile_checks.check.graph.copies import find_copy_sites, written_back_values
 from compile_checks.check.graph.fx_helpers import flatten_nodes, node_line, op_name, view_chain_root, write_backs
-from compile_checks.check.graph.sites import CloneSite
+from compile_checks.check.graph.sites import CloneSite, is_view_scatter
 from compile_checks.explain.explanations import FIXES
 from compile_checks.explain.user_source import parse_stack_trace, short_path
 from compile_checks.scan.artifacts import GraphArtifacts
@@ -63,12 +63,35 @@ def _writer(graph: torch.fx.Graph, site: CloneSite, copy_node: torch.fx.Node) ->
     return copy_node
 
 
+def _write_back_chains(graph: torch.fx.Graph) -> tuple[set[torch.fx.Node], set[torch.fx.Node]]:
+    """(every node of a ``copy_`` epilogue's value chain, the buffers written back through view scatters).
+
+    auto_functionalized v1 writes a mutated view of an input back as
+    ``copy_(kv, select_scatter(kv, clone, 0, 0))``: the scatter reads the input, but it is the
+    write-back, not a later read; and a clone written back that way is v1's copy of a view.
+    """
+    chain: set[torch.fx.Node] = set()
+    scattered: set[torch.fx.Node] = set()
+    for _copy, _placeholder, src in write_backs(graph):
+        pairs = written_back_values(src)
+        if len(pairs) > 1:
+            scattered.update(buffer for buffer, _ in pairs[:-1])
+        cur, views = view_chain_root(src)
+        chain.update(views)
+        while is_view_scatter(cur):
+            chain.add(cur)
+            cur, views = view_chain_root(cur.args[0])  # type: ignore[arg-type]
+            chain.update(views)
+    return chain, scattered
+
+
 def _later_read(graph: torch.fx.Graph, placeholder: torch.fx.Node, writer: torch.fx.Node) -> torch.fx.Node | None:
     """The first node after ``writer`` that reads the input (through a view), not its write-back."""
     order = {n: i for i, n in enumerate(graph.nodes)}
     aliases = _aliases(graph, placeholder)
+    write_back, _ = _write_back_chains(graph)
     for node in graph.nodes:
-        if order[node] <= order[writer] or node in aliases or node.op != "call_function":
+        if order[node] <= order[writer] or node in aliases or node in write_back or node.op != "call_function":
             continue
         if node.target is _COPY and node.args and node.args[0] in aliases:
             continue  # the epilogue writing the input back
@@ -102,6 +125,15 @@ def _explain(
         cause, detail = (
             Cause.SHARED_STORAGE,
             (f"the clone copies more than `{name}`: the whole storage it is a view of ({nbytes} bytes)"),
+        )
+    elif copy_node in _write_back_chains(graph)[1]:
+        cause, detail = (
+            Cause.VIEW_OF_INPUT_V1,
+            (
+                f"the op writes a view of `{name}`, and the graph writes the clone back into it with a view scatter: "
+                "auto_functionalized v1's form, under which Inductor clones a view of a graph input instead of "
+                "writing it in place"
+            ),
         )
     elif reader is not None:
         at = _where(reader)
