@@ -1,7 +1,8 @@
 """Produce TORCH_TRACE logs and the live check's verdicts for the scan's agreement tests (one process).
 
 ``python tests/_scan_traces.py OUT CASE...`` where CASE is ``scenario:NAME:PIPELINE``,
-``engine:NAME:PIPELINE`` (``examples/engine``) or ``analysis:NAME:PIPELINE`` (a scenario run
+``engine:NAME:PIPELINE`` (``examples/engine``), ``dynamic:NAME:PIPELINE`` (the scenario with
+``dynamic=True``) or ``analysis:NAME:PIPELINE`` (a scenario run
 analysis-only: its trace has no post-grad graph); ``SCAN_TRACE_DEVICE=cuda`` builds the cases'
 tensors on that device (``torch.set_default_device``: the GPU half of scripts/gpu_check.sh).
 Each case is compiled *fully* (a production compile: the analysis-only gate stops before Inductor
@@ -42,8 +43,10 @@ def build(spec: str) -> tuple[Case, bool]:
 
         case = build_case(name, expect_clean=name == "split")
         return case.replace(pipeline=Pipeline(pipeline)), False
-    # one denoising step per chunk: only the commit graph is compiled (as the gate's codegen smoke)
-    case = scenario_case(dataclasses.replace(SCENARIOS[name], denoise_steps=1), Pipeline(pipeline))
+    # one denoising step per chunk: only the commit graph is compiled (as the gate's codegen smoke);
+    # ``dynamic:NAME``: the scenario compiled with dynamic=True (symbolic sizes in the logged graph)
+    spec_ = dataclasses.replace(SCENARIOS[name], denoise_steps=1, **({"dynamic": True} if kind == "dynamic" else {}))
+    case = scenario_case(spec_, Pipeline(pipeline))
     return case, kind == "analysis"
 
 

@@ -42,6 +42,17 @@ _TENSOR_ANN = re.compile(r"^(?P<dtype>[a-z0-9]+)\[(?P<shape>[^\]]*)\](?:\[(?P<st
 _FILE_COMMENT = re.compile(r"^\s*# File: (?P<file>.+?):(?P<line>\d+) in (?P<func>[^,]+), code: (?P<code>.*)$")
 _ROOTS: dict[str, Any] = {"torch": torch, "operator": operator, "math": math, "builtins": builtins}
 _CONSTANTS: dict[str, Any] = {"inf": math.inf, "nan": math.nan, "None": None, "True": True, "False": False}
+# how FX prints SymInt arithmetic (``operator.mul`` as ``a * b``)
+_OPERATORS: dict[type, Any] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.FloorDiv: operator.floordiv,
+    ast.Div: operator.truediv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+    ast.USub: operator.neg,
+}
 _FIRST_HINT = 1009  # hints for symbols: distinct primes, so no two sizes compare equal by accident
 
 
@@ -186,6 +197,10 @@ class _Builder:
             target = _resolve(value.func)
             args = tuple(self.arg(a) for a in value.args)
             kwargs = {k.arg: self.arg(k.value) for k in value.keywords if k.arg is not None}
+        elif isinstance(value, (ast.BinOp, ast.UnaryOp)) and type(value.op) in _OPERATORS:  # ``mul = s0 * s1``
+            target = _OPERATORS[type(value.op)]
+            operands = (value.left, value.right) if isinstance(value, ast.BinOp) else (value.operand,)
+            args, kwargs = tuple(self.arg(a) for a in operands), {}
         elif isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name) and value.value.id == "self":
             node = self.graph.get_attr(value.attr)
             self.env[name] = node
