@@ -76,7 +76,8 @@ def traced(out: Path, spec: str) -> dict[str, object]:
 def main(argv: list[str]) -> int:
     inductor_config.force_disable_caches = True
     torch.manual_seed(0)
-    torch.set_default_device(os.environ.get("SCAN_TRACE_DEVICE", "cpu"))
+    if "SCAN_TRACE_DEVICE" in os.environ:  # a TorchFunctionMode: only when asked (it shows in stack traces)
+        torch.set_default_device(os.environ["SCAN_TRACE_DEVICE"])
     out = Path(argv[0])
     out.mkdir(parents=True, exist_ok=True)
     for spec in argv[1:]:

@@ -23,7 +23,7 @@ from compile_checks.check.graph.copies import find_copy_sites, written_back_valu
 from compile_checks.check.graph.fx_helpers import flatten_nodes, node_line, op_name, view_chain_root, write_backs
 from compile_checks.check.graph.sites import CloneSite, is_view_scatter
 from compile_checks.explain.explanations import FIXES
-from compile_checks.explain.user_source import parse_stack_trace, short_path
+from compile_checks.explain.user_source import short_path, user_frames
 from compile_checks.scan.artifacts import GraphArtifacts
 from compile_checks.scan.fx_text import GraphTextError, UnknownOp, parse_graph, symbolic_nbytes
 from compile_checks.scan.inputs import PoolMap, describe_input, storage_sharers
@@ -101,8 +101,9 @@ def _later_read(graph: torch.fx.Graph, placeholder: torch.fx.Node, writer: torch
 
 
 def _where(node: torch.fx.Node) -> str | None:
-    frames = parse_stack_trace(node.meta.get("stack_trace"))
-    return f"{short_path(frames[-1].file)}:{frames[-1].line}" if frames else None
+    """The logged source line of ``node``, unless it is PyTorch's own (a ``TorchFunctionMode`` frame, say)."""
+    frames = [f for f in user_frames(node) if "site-packages/torch/" not in f.file.replace("\\", "/")]
+    return f"{short_path(frames[0].file)}:{frames[0].line}" if frames else None
 
 
 def _explain(
