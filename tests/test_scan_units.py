@@ -230,3 +230,9 @@ def test_v1_view_write_back_is_not_a_later_read():
     [c] = scan_graph(_art(V1_VIEW), PoolMap({}), 0).copies
     assert (c["node"], c["nbytes"], c["kind"]) == ("clone", 8 * 4 * 4, CopyKind.FUNCTIONALIZATION_CLONE)
     assert c["explanation"].startswith(Cause.VIEW_OF_INPUT_V1)  # the scatter is the write-back, not a reader
+
+
+def test_unregistered_op_given_a_clone_is_undecided():
+    text = V1_VIEW.replace("torch.ops.aten.index_put_.default", "torch.ops.nowhere.write_.default")
+    s = scan_graph(_art(text), PoolMap({}), 0)
+    assert s.copies == [] and any("nowhere.write_" in p and "--import" in p for p in s.problems)

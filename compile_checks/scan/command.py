@@ -35,7 +35,7 @@ from compile_checks.vocab import ErrorKind, ExitCode, Pipeline
 
 TRACE = cast(Pipeline, "trace")  # the Outcome's pipeline column: the scan reads what any pipeline logged
 # op namespaces whose registering module the scan imports itself when a graph calls them
-KNOWN_OP_MODULES = {"ar_paging": "ar_paging"}
+KNOWN_OP_MODULES = {"ar_paging": "ar_paging", "compile_checks_scenarios": "compile_checks.scenarios.model"}
 
 
 @dataclass(frozen=True)

@@ -212,8 +212,7 @@ class _Builder:
             raise GraphTextError(f"line {lineno}: cannot read statement {name} = {ast.unparse(value)}")
         if isinstance(target, UnknownOp):
             self.unknown.add(target.qualname)
-        node = self.graph.call_function(target, args, kwargs)
-        node.name = name
+        node = self.graph.create_node("call_function", target, args, kwargs, name=name)
         offset = args[3] if target is torch.ops.aten.as_strided.default and len(args) > 3 else 0
         val = self.value(annotation, offset if isinstance(offset, int) else 0)
         if val is not None:
