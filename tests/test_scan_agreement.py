@@ -52,14 +52,24 @@ SPECS = _all_specs() if os.environ.get("COMPILE_CHECKS_SCAN_ALL") == "1" else DE
 
 @pytest.fixture(scope="session")
 def traces(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("scan_traces")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    subprocess.run(
-        [sys.executable, str(ROOT / "tests" / "_scan_traces.py"), str(out), *SPECS, NO_POST_GRAD],
-        check=True,
-        env=env,
-        timeout=3600,
-    )
+    """The traces, produced once per test session even under pytest-xdist (the workers share the
+    session's base temp folder; a file lock lets the first worker produce them, the others wait)."""
+    from filelock import FileLock  # a torch dependency
+
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # each worker's base temp is a folder of this session's
+        root = root.parent
+    out = root / "scan_traces"
+    with FileLock(str(root / "scan_traces.lock")):
+        if not (out / "done").exists():
+            env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+            subprocess.run(
+                [sys.executable, str(ROOT / "tests" / "_scan_traces.py"), str(out), *SPECS, NO_POST_GRAD],
+                check=True,
+                env=env,
+                timeout=3600,
+            )
+            (out / "done").write_text("\n".join(SPECS))
     return out
 
 
