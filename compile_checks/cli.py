@@ -253,6 +253,9 @@ def _report(args: argparse.Namespace) -> int:
 def _scan(args: argparse.Namespace) -> int:
     if any(getattr(args, _dest(f, kw)) is not None for f, kw in _RUN_OPTIONS):
         raise UsageError("scan takes its own options after the subcommand: compile-checks scan --help")
+    missing = [str(p) for p in args.scan_paths if not p.exists()]
+    if missing:  # before torch loads, as every usage error
+        raise UsageError(f"no such file or folder: {', '.join(missing)}")
     from compile_checks.scan.command import ScanRequest, run_scan  # lazy: reading graphs imports torch
 
     fields = {k.removeprefix("scan_"): v for k, v in vars(args).items() if k.startswith("scan_")}
