@@ -236,3 +236,9 @@ def test_unregistered_op_given_a_clone_is_undecided():
     text = V1_VIEW.replace("torch.ops.aten.index_put_.default", "torch.ops.nowhere.write_.default")
     s = scan_graph(_art(text), PoolMap({}), 0)
     assert s.copies == [] and any("nowhere.write_" in p and "--import" in p for p in s.problems)
+
+
+def test_fx_graph_cache_hit_logs_the_graph_as_its_own_event(tmp_path, capsys):
+    cache_hit = _record({"inductor_post_grad_graph": {}, **IDS}, KEPT_FUNCTIONAL)  # torch/_inductor/codecache.py
+    assert main(["scan", str(_trace(tmp_path, DYNAMO, cache_hit)), "--json"]) == ExitCode.NOT_MET
+    assert [c["nbytes"] for c in json.loads(capsys.readouterr().out)["cases"][0]["clones"]] == [2048]

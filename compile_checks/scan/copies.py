@@ -207,8 +207,9 @@ def scan_graph(art: GraphArtifacts, pools: PoolMap, region: int) -> GraphScan:
     out = GraphScan(art, notes=list(art.notes))
     if art.post_grad is None:
         out.error = (
-            f"{art.label} ({art.origin}): the trace has no post-grad graph for this compile (an analysis-only, "
-            "failed or cache-hit compile logs none): no verdict"
+            f"{art.label} ({art.origin}): the trace has no post-grad graph for this compile (an analysis-only or "
+            "failed compile, or one loaded from a cache that logs none, such as vLLM's: trace with "
+            "VLLM_DISABLE_COMPILE_CACHE=1): no verdict"
         )
         return out
     try:

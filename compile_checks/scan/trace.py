@@ -13,6 +13,7 @@ a shorter (cleaner) list of graphs. The events read:
   input they are (``# PlainAOTInput(idx=6)``);
 * ``artifact`` ``inductor_post_grad_graph``: the graph Inductor lowers, logged after every post-grad
   pass (reinplacing, ``decompose_auto_functionalized``), by ``compile_fx`` (torch/_inductor/compile_fx.py);
+  on an FX graph cache hit the same text is its own ``inductor_post_grad_graph`` event (codecache.py);
 * ``inductor_output_code``: the generated wrapper code (torch/_inductor/graph.py).
 """
 
@@ -112,7 +113,9 @@ def _add(c: _Compile, r: Record) -> None:
         c.dynamo_graph = r.payload
     elif r.name in ("aot_inference_graph", "aot_forward_graph") and r.payload is not None:
         c.aot_graphs.append(r.payload)
-    elif r.name == "artifact" and r.meta["artifact"].get("name") == "inductor_post_grad_graph":
+    elif r.name == "inductor_post_grad_graph" or (
+        r.name == "artifact" and r.meta["artifact"].get("name") == "inductor_post_grad_graph"
+    ):  # an event of its own on an FX-graph-cache hit (codecache.py), an artifact when compiled
         c.post_grad.append(r.payload or "")
     elif r.name == "inductor_output_code" and r.payload is not None:
         c.output_code.append(r.payload)
