@@ -242,3 +242,13 @@ def test_fx_graph_cache_hit_logs_the_graph_as_its_own_event(tmp_path, capsys):
     cache_hit = _record({"inductor_post_grad_graph": {}, **IDS}, KEPT_FUNCTIONAL)  # torch/_inductor/codecache.py
     assert main(["scan", str(_trace(tmp_path, DYNAMO, cache_hit)), "--json"]) == ExitCode.NOT_MET
     assert [c["nbytes"] for c in json.loads(capsys.readouterr().out)["cases"][0]["clones"]] == [2048]
+
+
+def test_one_log_per_rank(tmp_path, capsys):
+    d = tmp_path / "trace"
+    d.mkdir()
+    for rank in (0, 1):  # LazyTraceHandler names a rank's log dedicated_log_torch_trace_rank_N_*.log
+        (d / f"dedicated_log_torch_trace_rank_{rank}_x.log").write_text(f"{DYNAMO}\n{POST_GRAD}\n")
+    assert main(["scan", str(d), "--json"]) == ExitCode.NOT_MET
+    labels = [c["label"] for c in json.loads(capsys.readouterr().out)["cases"]]
+    assert labels == ["rank0 [0/0]", "rank1 [0/0]"]
