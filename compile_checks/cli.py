@@ -1,7 +1,8 @@
 """``compile-checks`` / ``python -m compile_checks``: gate cases for pool clones, exit with a meaning.
 
-One parser, five subcommands: ``gate [TARGET...]`` (the default), ``list``, ``dump``, ``report``, and
-``merge OUT.json...`` (the ``gate --shard K/N --json`` outputs of a CI matrix as one run).
+One parser, six subcommands: ``gate [TARGET...]`` (the default), ``list``, ``dump``, ``report``,
+``merge OUT.json...`` (the ``gate --shard K/N --json`` outputs of a CI matrix as one run) and
+``scan PATH...`` (audit logged compiles: :mod:`compile_checks.scan`).
 The gate's options work before or after the subcommand (``compile-checks --json gate`` ==
 ``compile-checks gate --json``); the report's options follow ``report``. ``--help`` and usage
 errors answer without importing torch.
@@ -121,6 +122,16 @@ _REPORT_OPTIONS: list[Option] = [
 ]
 
 
+# the scan's options (after ``scan`` only); dest = "scan_" + the ScanRequest field
+_SCAN_OPTIONS: list[Option] = [
+    _o("--pools", dest="pools_file", type=Path, metavar="TOML", help="[pools] table: graph input -> pool name"),
+    _o("--config", type=Path, metavar="PYPROJECT", help="read [tool.compile_checks.scan] from this file"),
+    _o("--junitxml", type=Path, metavar="PATH", help="write a JUnit XML report (one testcase per graph)"),
+    _o("--json", action="store_true", help="machine-readable output on stdout (schema_version 1)"),
+    _o("--import", dest="imports", action="append", default=[], metavar="MODULE", help="register custom ops"),
+]
+
+
 def _dest(flags: tuple[str, ...], kw: dict[str, Any]) -> str:
     return kw.get("dest") or flags[0].lstrip("-").replace("-", "_")
 
@@ -142,7 +153,7 @@ def _parser() -> argparse.ArgumentParser:
         "5 compiled != eager, 130 interrupted.",
     )
     _add_run_options(p, "")
-    sub = p.add_subparsers(dest="command", metavar="{gate,list,dump,report,merge}")
+    sub = p.add_subparsers(dest="command", metavar="{gate,list,dump,report,merge,scan}")
     target_help = "path/to/file.py:NAME or package.module:NAME (a Case, a list, or a zero-arg callable)"
     g = sub.add_parser("gate", help="check cases (targets, pyproject, or the built-in gate); the default")
     g.add_argument("targets", nargs="*", metavar="TARGET", help=target_help)
@@ -175,6 +186,13 @@ def _parser() -> argparse.ArgumentParser:
     for flags, kw in _REPORT_OPTIONS:
         default = False if kw.get("action") == "store_true" else None
         r.add_argument(*flags, **dict(kw, dest="report_" + _dest(flags, kw), default=default))
+    s = sub.add_parser(
+        "scan",
+        help="audit logged compiles (TORCH_TRACE, Inductor debug folders, depyf/vLLM dumps) without re-running them",
+    )
+    s.add_argument("scan_paths", nargs="+", type=Path, metavar="PATH", help="a trace file or folder, or a dump folder")
+    for flags, kw in _SCAN_OPTIONS:
+        s.add_argument(*flags, **dict(kw, dest="scan_" + _dest(flags, kw)))
     return p
 
 
@@ -254,6 +272,19 @@ def _report(args: argparse.Namespace) -> int:
     return run_report(ReportRequest(mode=mode, **fields))
 
 
+def _scan(args: argparse.Namespace) -> int:
+    if any(getattr(args, _dest(f, kw)) is not None for f, kw in _RUN_OPTIONS):
+        raise UsageError("scan takes its own options after the subcommand: compile-checks scan --help")
+    missing = [str(p) for p in args.scan_paths if not p.exists()]
+    if missing:  # before torch loads, as every usage error
+        raise UsageError(f"no such file or folder: {', '.join(missing)}")
+    from compile_checks.scan.command import ScanRequest, run_scan  # lazy: reading graphs imports torch
+
+    fields = {k.removeprefix("scan_"): v for k, v in vars(args).items() if k.startswith("scan_")}
+    fields["paths"], fields["imports"] = tuple(fields["paths"]), tuple(fields["imports"])
+    return run_scan(ScanRequest(**fields))
+
+
 def _run(args: argparse.Namespace) -> int:
     command = args.command or "gate"
     if command == "report":
@@ -264,6 +295,8 @@ def _run(args: argparse.Namespace) -> int:
         from compile_checks.gate.merge import run_merge  # here: merging imports the gate's writers
 
         return run_merge(args)
+    if command == "scan":
+        return _scan(args)
     _check_run_options(args, command)
     config = _config(args)
     mode = _gate_mode(args, command, config)

@@ -23,6 +23,7 @@ KNOWN_KEYS: dict[str, tuple[type, str]] = {
     "full": (bool, "compile every case fully (default: analysis-only verdicts)"),
     "junitxml": (str, "write a JUnit XML report here"),
     "dump_dir": (str, "write depyf dumps + index.md per case under this directory"),
+    "scan": (dict, "[tool.compile_checks.scan]: what `compile-checks scan` expects (compile_checks.scan.config)"),
 }
 
 

@@ -1,0 +1,111 @@
+"""The scan agrees with the live check: same verdict, copies and bytes, on traces torch wrote itself.
+
+One session fixture runs ``tests/_scan_traces.py`` in one subprocess: each case is compiled fully
+under the live check (a production compile: the analysis-only gate stops before Inductor logs its
+post-grad graph) with torch's structured-trace handler on, and the live verdict is saved beside
+the trace. The scan then reads only the trace. Negative controls (cases that must keep copying)
+are in the set, so a scan that found nothing would fail them.
+
+The default set is small (full compiles on CPU cost ~15-40 s each); ``COMPILE_CHECKS_SCAN_ALL=1``
+runs every built-in scenario and the example engine under both pipelines, and a negative control
+compiled with ``dynamic=True`` (its bytes are expressions of the symbolic sizes).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from compile_checks.cli import main
+from compile_checks.scan.command import scan_paths
+from compile_checks.scan.inputs import PoolMap
+from compile_checks.vocab import ExitCode
+
+pytestmark = pytest.mark.compile
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT = (
+    "engine:fused:stock",  # negative control: two clones of different sizes in one graph (shared storage)
+    "engine:split:vllm",
+    "scenario:index_put_commit:stock",  # negative control: ATen writes kept functional
+    "scenario:fused_kv_v1:vllm",  # negative control: v1 functionalization clones views of an input
+)
+NO_POST_GRAD = "analysis:split:stock"  # analysis-only: the trace holds no post-grad graph
+
+
+def _all_specs() -> tuple[str, ...]:
+    from compile_checks.scenarios import SCENARIOS
+
+    engine = tuple(f"engine:{n}:{p}" for p in ("stock", "vllm") for n in ("split", "fused"))
+    # a negative control with symbolic sizes (dynamic fused is no control: the live check finds a lost_write there)
+    dynamic = ("dynamic:index_put_commit:stock",)
+    return engine + tuple(f"scenario:{n}:{p}" for n in SCENARIOS for p in ("stock", "vllm")) + dynamic
+
+
+SPECS = _all_specs() if os.environ.get("COMPILE_CHECKS_SCAN_ALL") == "1" else DEFAULT
+
+
+@pytest.fixture(scope="session")
+def traces(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The traces, produced once per test session even under pytest-xdist (the workers share the
+    session's base temp folder; a file lock lets the first worker produce them, the others wait)."""
+    from filelock import FileLock  # a torch dependency
+
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # each worker's base temp is a folder of this session's
+        root = root.parent
+    out = root / "scan_traces"
+    with FileLock(str(root / "scan_traces.lock")):
+        if not (out / "done").exists():
+            env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+            subprocess.run(
+                [sys.executable, str(ROOT / "tests" / "_scan_traces.py"), str(out), *SPECS, NO_POST_GRAD],
+                check=True,
+                env=env,
+                timeout=3600,
+            )
+            (out / "done").write_text("\n".join(SPECS))
+    return out
+
+
+def live_and_scanned(out: Path, spec: str) -> tuple[dict, dict]:
+    """The live verdict and the scan's, both as {clean, copies: sorted (node, op, arg, nbytes, kind)}."""
+    name = spec.replace(":", "-")
+    live = json.loads((out / f"{name}.live.json").read_text())
+    scans = scan_paths([out / name], PoolMap({}))
+    errors = [s.error for s in scans if s.error] + [p for s in scans for p in s.problems]
+    copies = sorted({(c["node"], c["op"], c["arg"], c["nbytes"], str(c["kind"])) for s in scans for c in s.copies})
+    scanned = {"clean": not copies, "copies": [list(c) for c in copies], "errors": errors, "graphs": len(scans)}
+    return live, scanned
+
+
+@pytest.mark.parametrize("spec", SPECS)
+def test_scan_agrees_with_live_check(traces: Path, spec: str) -> None:
+    live, scanned = live_and_scanned(traces, spec)
+    assert not live["problems"], live
+    assert scanned["errors"] == []
+    if spec.startswith("dynamic:"):  # symbolic sizes: the scan's bytes are expressions, the live check's a call's
+        assert all(isinstance(c[3], str) and "s" in c[3] for c in scanned["copies"]), scanned
+        assert [c[:3] + c[4:] for c in scanned["copies"]] == [c[:3] + c[4:] for c in live["copies"]]
+    else:
+        assert scanned["copies"] == live["copies"]  # node, op, argument, bytes, kind of every copy
+    assert scanned["clean"] == live["clean"] == live["expect_clean"]  # negative controls still copy
+
+
+def test_analysis_only_trace_is_an_error(traces: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["scan", str(traces / NO_POST_GRAD.replace(":", "-"))]) == ExitCode.COMPILE
+    assert "no post-grad graph" in capsys.readouterr().out
+
+
+def test_truncated_real_trace_is_an_error(traces: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    [log] = (traces / "engine-fused-stock").glob("*.log")
+    text = log.read_text()
+    cut = text.index("inductor_post_grad_graph") + 2000  # inside the post-grad graph's payload
+    (tmp_path / log.name).write_text(text[:cut])
+    assert main(["scan", str(tmp_path)]) == ExitCode.USAGE
+    assert "does not match its logged hash" in capsys.readouterr().err
