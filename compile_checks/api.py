@@ -23,7 +23,7 @@ from compile_checks.check.attribution import build_report
 from compile_checks.check.backend import Probe, instrumented_inductor
 from compile_checks.check.findings import CloneReport, SurvivingClone
 from compile_checks.check.recompiles import RecompileLog, recompile_table, recording_reasons
-from compile_checks.check.writes import RegionWriteWatch
+from compile_checks.check.writes.regions import RegionWriteWatch
 from compile_checks.errors import CompileChecksError
 from compile_checks.explain.culprit_pass import PostGradRecorder
 from compile_checks.explain.dumps import annotate_report, write_index

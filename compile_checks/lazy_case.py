@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from compile_checks.case import Case, Expectation, ExpectClean, normalized_expectation
+from compile_checks.case.definition import Case
+from compile_checks.case.expectation import Expectation, ExpectClean, normalized_expectation
 from compile_checks.errors import CompileChecksError
 from compile_checks.vocab import PIPELINES, Pipeline
 

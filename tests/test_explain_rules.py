@@ -20,7 +20,7 @@ import ar_paging  # noqa: F401 - registers torch.ops.ar_paging.paged_write
 from compile_checks.check.findings import SurvivingClone
 from compile_checks.explain.culprit_pass import GraphRecord, PassStep, find_culprit
 from compile_checks.explain.explanations import FIXES, explanation_of, fix_for
-from compile_checks.explain.refusals import cloned_args, explain_refusals, reconcile
+from compile_checks.explain.refusals.replay import cloned_args, explain_refusals, reconcile
 from compile_checks.vocab import CAUSES
 
 USER_FILE = "/home/user/engine/model.py"

@@ -23,7 +23,7 @@ import ar_paging  # noqa: F401 - registers torch.ops.ar_paging.paged_write
 from compile_checks.check.graph.aten_writes import find_aten_write_copies
 from compile_checks.check.graph.copies import find_copy_sites, written_back_from
 from compile_checks.explain.explanations import FIXES
-from compile_checks.explain.refusals import cloned_args, explain_refusals
+from compile_checks.explain.refusals.replay import cloned_args, explain_refusals
 from compile_checks.vocab import CAUSES, CopyKind
 
 ATEN_WRITE_COPY = CopyKind.ATEN_WRITE_COPY

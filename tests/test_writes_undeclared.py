@@ -16,7 +16,8 @@ from torch._inductor.utils import run_and_get_code
 
 from compile_checks.api import CloneCheck
 from compile_checks.case import Case, run_case
-from compile_checks.check.writes import WriteWatcher, changed_rows
+from compile_checks.check.writes.rows import changed_rows
+from compile_checks.check.writes.watcher import WriteWatcher
 from compile_checks.vocab import WriteProblem
 
 SLOTS = torch.tensor([1, 3])

@@ -112,7 +112,7 @@ class Probe:
     pools: PoolIndex = field(default_factory=lambda: PoolIndex(None))
     # named pools some compiled graph received on some call
     received_pools: set[str] = field(default_factory=set)
-    # compile_checks.check.writes.RegionWriteWatch: watches each compiled graph's runs for undeclared writes
+    # compile_checks.check.writes.regions.RegionWriteWatch: watches each compiled graph's runs for undeclared writes
     write_watch: Any = None
     _current_inner: InnerGraph | None = None
     _current_gm: torch.fx.GraphModule | None = None

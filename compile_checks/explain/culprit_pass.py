@@ -7,8 +7,8 @@ While a check compiles, :class:`PostGradRecorder` watches Inductor's post-grad p
   has the node order it received and produced recorded, so the pass that moved a reading node
   below the write is found by comparing the two (:func:`find_culprit`);
 * right after ``reinplace_inplaceable_ops`` the graph still holds the ``auto_functionalized*``
-  nodes with Inductor's decisions: :func:`~compile_checks.explain.refusals.explain_refusals`
-  turns each cloned argument into a :class:`~compile_checks.explain.refusals.Refusal`;
+  nodes with Inductor's decisions: :func:`~compile_checks.explain.refusals.replay.explain_refusals`
+  turns each cloned argument into a :class:`~compile_checks.explain.refusals.records.Refusal`;
 * only when a refusal has a culprit, the post-grad passes are re-run on a copy of the graph as
   Inductor received it with that pass disabled (``torch._inductor.config.disabled_passes``, the
   switch ``CompilerBisector`` also flips) and the clone decisions compared: a culprit is
@@ -32,7 +32,8 @@ from torch._inductor.fx_passes import post_grad as post_grad_module
 from torch._inductor.fx_passes import reinplace as inductor_reinplace
 from torch.fx.passes.graph_transform_observer import GraphTransformObserver
 
-from compile_checks.explain.refusals import Refusal, cloned_args, explain_refusals, reconcile
+from compile_checks.explain.refusals.records import Refusal
+from compile_checks.explain.refusals.replay import cloned_args, explain_refusals, reconcile
 from compile_checks.vocab import Cause
 
 _SUBSYSTEM = "post_grad_passes"

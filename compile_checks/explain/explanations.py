@@ -16,7 +16,7 @@ import torch
 
 from compile_checks.check.findings import CloneReport, SurvivingClone
 from compile_checks.explain.culprit_pass import GraphRecord, PostGradRecorder
-from compile_checks.explain.refusals import Refusal
+from compile_checks.explain.refusals.records import Refusal
 from compile_checks.vocab import CAUSES, Cause
 
 REORDER_FIX = (

@@ -1,0 +1,140 @@
+"""The :class:`Case` dataclass: what to compile, how to call it, its pools, and the verdict it must get.
+
+Apart from running it (:mod:`.run`) because a case file only builds cases: loading one must stay
+cheap and torch-free (see the package docstring for the invariant a case keeps).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from compile_checks.case.expectation import Expectation, ExpectClean, normalized_expectation
+from compile_checks.pipelines import EngineCompile
+from compile_checks.vocab import FUNCTIONALIZATIONS, PIPELINES, Functionalization, Pipeline
+
+if TYPE_CHECKING:  # torch is imported lazily: loading a case file must stay cheap
+    import torch
+
+
+@dataclass(frozen=True)
+class Case(Expectation):
+    """One compiled step (or host loop) with its pools and the verdict it must get.
+
+    Attributes:
+        name: unique within a gate run; used in tables, JUnit test names and report rows.
+        fn: the function or ``nn.Module`` to compile (one compiled region per graph dynamo makes).
+        args / kwargs: the call when there is no ``driver``: ``compiled(*args, **kwargs)`` once.
+        pools: ``{"layer0.k": tensor, ...}``: the buffers whose copies the check attributes; or a
+            zero-argument callable returning it, re-read by the check so rebuilt tensors are followed
+            (:mod:`compile_checks.pools` names them from module trees, cache objects, vLLM's
+            forward context). A tensor named twice, or two names that overlap, is an error.
+        expect_clean: True for a case that must keep no pool copy; False for a negative control; or a
+            mapping pipeline -> bool (``{"stock": True, "vllm": False}``): the verdict per pipeline, and the
+            pipelines the gate runs the case under (its ``pipelines`` select among them, never re-target it).
+            ``pipeline`` must be one of the keys (default: the first).
+        driver: host loop ``driver(compiled) -> Any`` that calls the compiled callable as the
+            engine does (many steps, commits, eviction); its return value is ``CaseResult.output``.
+        functionalization: "v1" | "v2" (kept as a :class:`Functionalization`); None takes the
+            pipeline's (stock: v2, vllm: v1).
+        dynamic: ``torch.compile(dynamic=...)``.
+        inductor_config: ``torch._inductor.config`` patches on top of the pipeline's.
+        pipeline: one of :data:`PIPELINES`, kept as a :class:`Pipeline` (the one place a
+            pipeline name is validated: everything downstream takes the enum).
+        verify: ``verify(output) -> (matches, max_abs_diff)``: compares the compiled run with
+            an eager reference the case owns; None: no numeric check.
+        ideal_bytes_per_call: the bytes one call must move at best (reports); None: derived.
+        allow_unanalysed: accept regions the check could not analyse (else they fail the case).
+        description: one line for tables and reports.
+        meta: anything the case's author wants carried to the result (e.g. the built-in Scenario).
+        compile: the engine's own compile step, ``compile(backend) -> callable | None``: it gets the
+            check's dynamo backend and compiles as the engine does in production (per block:
+            ``block.forward = torch.compile(block.forward, backend=backend, fullgraph=True)``;
+            vLLM-Omni's ``regionally_compile(model, backend=backend)``) and returns what the driver
+            calls, or None when it compiled ``fn``'s parts in place (the driver then calls ``fn``).
+            Every region compiled through ``backend`` is analysed. None: ``torch.compile(fn)``.
+        fullgraph / mode: ``torch.compile(fn, fullgraph=..., mode=...)`` of the plain compile (stock and
+            vllm pipelines; a ``@support_torch_compile`` module compiles with vLLM's own settings; with
+            ``compile`` the engine passes its own).
+        check_writes: with a ``driver`` or ``verify``, also run the case eagerly first (state restored)
+            and fail a pool the compiled run left different (``lost_write``); False for a driver
+            that cannot run twice.
+        max_recompiles: fail when dynamo recompiled a function more often than this; None: no limit.
+    """
+
+    name: str
+    fn: Callable[..., Any]
+    args: tuple[Any, ...] = ()
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    pools: Mapping[str, torch.Tensor] | Callable[[], Mapping[str, torch.Tensor]] = field(default_factory=dict)
+    expect_clean: ExpectClean = True
+    driver: Callable[[Callable[..., Any]], Any] | None = None
+    functionalization: Functionalization | None = None
+    dynamic: bool = False
+    inductor_config: Mapping[str, Any] = field(default_factory=dict)
+    pipeline: Pipeline = Pipeline.STOCK
+    verify: Callable[[Any], tuple[bool, float]] | None = None
+    ideal_bytes_per_call: int | None = None
+    allow_unanalysed: bool = False
+    description: str = ""
+    meta: Mapping[str, Any] = field(default_factory=dict)
+    compile: EngineCompile | None = None
+    fullgraph: bool = False
+    mode: str | None = None
+    check_writes: bool = True
+    max_recompiles: int | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError(f"Case.name must be a non-empty string, got {self.name!r}")
+        if not callable(self.fn):
+            raise ValueError(f"Case {self.name!r}: fn must be callable, got {type(self.fn).__name__}")
+        if self.driver is not None and not callable(self.driver):
+            raise ValueError(f"Case {self.name!r}: driver must be callable or None")
+        try:
+            object.__setattr__(self, "pipeline", Pipeline(self.pipeline))
+        except ValueError:
+            raise ValueError(
+                f"Case {self.name!r}: pipeline {self.pipeline!r} is not one of the pipelines {', '.join(PIPELINES)}"
+            ) from None
+        if self.functionalization is not None:
+            try:
+                object.__setattr__(self, "functionalization", Functionalization(self.functionalization))
+            except ValueError:
+                raise ValueError(
+                    f"Case {self.name!r}: functionalization must be one of {FUNCTIONALIZATIONS} or None, "
+                    f"got {self.functionalization!r}"
+                ) from None
+        if not isinstance(self.args, tuple):
+            raise ValueError(f"Case {self.name!r}: args must be a tuple, got {type(self.args).__name__}")
+        if self.compile is not None and not callable(self.compile):
+            raise ValueError(f"Case {self.name!r}: compile must be callable (it receives the check's backend) or None")
+        if (self.fullgraph or self.mode is not None) and self.compile is not None:
+            raise ValueError(
+                f"Case {self.name!r}: fullgraph / mode are for the plain compile; with Case.compile pass them to "
+                "your own torch.compile"
+            )
+        if self.compile is not None and self.pipeline == Pipeline.VLLM_PIECEWISE:
+            raise ValueError(f"Case {self.name!r}: compile cannot be combined with the vllm-piecewise pipeline")
+        expect, pipeline = normalized_expectation(self.name, self.expect_clean, self.pipeline)
+        object.__setattr__(self, "expect_clean", expect)
+        object.__setattr__(self, "pipeline", pipeline)
+        if self.max_recompiles is not None and (not isinstance(self.max_recompiles, int) or self.max_recompiles < 0):
+            raise ValueError(
+                f"Case {self.name!r}: max_recompiles must be an int >= 0 or None, got {self.max_recompiles!r}"
+            )
+
+    def replace(self, **changes: Any) -> Case:
+        """A copy with some fields changed (shares the tensors: see the module docstring)."""
+        return dataclasses.replace(self, **changes)
+
+
+def pipeline_label(name: str, pipeline: Pipeline) -> str:
+    """``name`` on the stock pipeline, ``name[vllm]`` on another: the one label style of tables,
+    JUnit test names, dump folders and the built-in cases' names (a name already labelled stays)."""
+    return name if pipeline == Pipeline.STOCK or name.endswith(f"[{pipeline}]") else f"{name}[{pipeline}]"
+
+
+__all__ = ["Case", "pipeline_label"]

@@ -1,0 +1,141 @@
+""":func:`run_case`, the one way a case is run, and the :class:`CaseResult` it (or a plugin session) yields.
+
+Apart from the :class:`~compile_checks.case.definition.Case` dataclass because running needs the
+checker (imported lazily, inside the functions), and apart from :mod:`.run_findings` (lost writes,
+recompiles) which is the eager side of the run.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from compile_checks import verdict
+from compile_checks.case.definition import Case
+from compile_checks.case.run_findings import run_findings, write_reference
+from compile_checks.pipelines import compile_for_pipeline, resolve
+
+if TYPE_CHECKING:  # the checker imports torch: loading a case file must stay cheap
+    from compile_checks.api import CloneCheck
+    from compile_checks.check.findings import CloneReport
+
+
+@dataclass
+class CaseResult:
+    """What :func:`run_case` (or a plugin session) found for one case."""
+
+    case: Case
+    report: CloneReport
+    output: Any = None
+    compile_seconds: float = 0.0
+    wall_seconds: float = 0.0
+    analysis_only: bool = False
+    eager_match: bool | None = None  # None: the case has no ``verify``
+    max_abs_diff: float | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def check_passed(self) -> bool:
+        """No pool copy, no check error, nothing unanalysed (unless the case allows it)."""
+        return self.report.check_passed
+
+    @property
+    def verdict_met(self) -> bool:
+        """The copy verdict is ``case.expects_clean``, from a usable check (:func:`verdict.verdict_met`)."""
+        return verdict.verdict_met(
+            expect_clean=self.case.expects_clean, clean=self.report.clean, problems=self.report.problems
+        )
+
+    @property
+    def passed(self) -> bool:
+        """The verdict met, and the compiled run matched eager (when checked)."""
+        return verdict.case_passed(
+            expect_clean=self.case.expects_clean,
+            clean=self.report.clean,
+            problems=self.report.problems,
+            eager_match=self.eager_match,
+        )
+
+    def failure_reasons(self, copies_listed: bool = False) -> list[str]:
+        """Why the case did not pass (:func:`verdict.failure_reasons`); empty when it passed."""
+        report = self.report
+        return verdict.failure_reasons(
+            expect_clean=self.case.expects_clean,
+            clean=report.clean,
+            problems=report.problems,
+            copies=[verdict.copy_fields(c) for c in [*report.clones, *report.other_clones]],
+            eager_match=self.eager_match,
+            max_abs_diff=self.max_abs_diff,
+            copies_listed=copies_listed,
+            pipeline=self.case.pipeline,
+        )
+
+
+def check_session(case: Case, *, analysis_only: bool = False, dump_dir: str | None = None) -> CloneCheck:
+    """The (not yet entered) check session ``case`` is compiled under: its pools, and the pipeline's
+    settings with the case's overrides (:func:`compile_checks.pipelines.resolve`)."""
+    from compile_checks.api import CloneCheck  # lazy: api imports torch; loading a case file stays torch-free
+
+    settings = resolve(case)
+    return CloneCheck(
+        pools=case.pools if callable(case.pools) else (dict(case.pools) or None),
+        functionalization=settings.functionalization,
+        dump_dir=dump_dir,
+        inductor_config=settings.inductor_config,
+        analysis_only=analysis_only,
+        allow_unanalysed=case.allow_unanalysed,
+    )
+
+
+def case_result(case: Case, check: CloneCheck, output: Any, *, started: float) -> CaseResult:
+    """The result of ``case`` once ``check`` has closed: its report, and compiled == eager via ``verify``."""
+    report = check.report
+    assert report is not None, "case_result needs a closed check session"
+    report.output = output
+    result = CaseResult(
+        case=case,
+        report=report,
+        output=output,
+        compile_seconds=sum(r.compile_seconds for r in check.probe.regions),
+        analysis_only=check.probe.analysis_only,
+    )
+    if case.verify is not None:
+        matches, diff = case.verify(output)
+        result.eager_match, result.max_abs_diff = bool(matches), float(diff)
+    result.wall_seconds = time.perf_counter() - started
+    return result
+
+
+def run_case(
+    case: Case,
+    *,
+    analysis_only: bool = False,
+    dump_dir: str | None = None,
+) -> CaseResult:
+    """Compile ``case.fn`` under the clone check through ``case.pipeline``, run it, report.
+
+    ``analysis_only`` stops Inductor after its post-grad passes (no C++ codegen) and runs
+    that graph: the same verdict at a fraction of the cost.
+    """
+    started = time.perf_counter()
+    check = check_session(case, analysis_only=analysis_only, dump_dir=dump_dir)
+    # lost writes: an eager run from a snapshot (restored in place) to compare the pools with
+    reference = write_reference(case)
+    with check:
+        compiled = compile_for_pipeline(
+            check,
+            case.fn,
+            case.pipeline,
+            dynamic=case.dynamic,
+            fullgraph=case.fullgraph,
+            mode=case.mode,
+            engine_compile=case.compile,
+        )
+        output = case.driver(compiled) if case.driver is not None else compiled(*case.args, **dict(case.kwargs))
+    assert check.report is not None
+    check.report.run_findings += run_findings(case, check.report, reference)
+    return case_result(case, check, output, started=started)
+
+
+__all__ = ["CaseResult", "case_result", "check_session", "run_case"]

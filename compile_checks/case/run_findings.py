@@ -1,0 +1,88 @@
+"""What a case's run found beyond copies: lost writes against an eager reference, and recompiles.
+
+Apart from :mod:`.run` because this is the eager side of the run: the reference is taken (state
+snapshotted, run eagerly, restored) before the compiled run and compared after it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the checker imports torch: loading a case file must stay cheap
+    from compile_checks.case.definition import Case
+    from compile_checks.check.findings import CloneReport
+
+
+def write_reference(case: Case) -> Any:
+    """The eager reference for the lost-write check (compile_checks.check.writes.lost), or None when it is off."""
+    if not case.check_writes or (case.driver is None and case.verify is None):
+        return None
+    # lazy: the write check and the pool resolver import torch; loading a case file stays torch-free
+    from compile_checks.check.writes.lost import eager_reference, tensors_in
+    from compile_checks.pools import resolve_pools
+
+    pools = resolve_pools(case.pools) or {}  # a pools callable is read here, before the eager run
+    if not pools:
+        return None
+
+    fn, context = _eager(case)
+
+    def run() -> Any:
+        with context():
+            return case.driver(fn) if case.driver is not None else fn(*case.args, **dict(case.kwargs))
+
+    try:
+        return eager_reference(pools, tensors_in(case.args, dict(case.kwargs), case.fn), run)
+    except Exception as e:  # the state is restored; the case fails with the reason
+        return (
+            f"the eager reference run of the lost-write check failed ({type(e).__name__}: {e}); "
+            "Case(check_writes=False) skips it for a case that cannot run eagerly or twice"
+        )
+
+
+def _eager(case: Case) -> tuple[Callable[..., Any], Callable[[], contextlib.AbstractContextManager[Any]]]:
+    """``case.fn`` as eager code and the context it runs in (vLLM's env and config on its pipelines).
+
+    A ``@support_torch_compile`` module's ``forward`` is its eager code (calling the module compiles it).
+    """
+    if str(case.pipeline) == "stock":
+        return case.fn, contextlib.nullcontext
+    # lazy: the vLLM pipeline modules import torch (and the checker); a stock case never loads them
+    from compile_checks.pipelines.vllm import is_vllm_compiled_module
+    from compile_checks.pipelines.vllm_env import vllm_env, vllm_module
+
+    config = getattr(case.fn, "vllm_config", None)
+
+    @contextlib.contextmanager
+    def context() -> Iterator[None]:
+        with vllm_env():
+            if config is None:
+                yield
+                return
+            with vllm_module("vllm.config").set_current_vllm_config(config):
+                yield
+
+    fn: Callable[..., Any] = case.fn.forward if is_vllm_compiled_module(case.fn) else case.fn  # type: ignore[attr-defined]
+    return fn, context
+
+
+def run_findings(case: Case, report: CloneReport, reference: Any) -> list[Any]:
+    """Lost writes against the eager reference, and functions over ``max_recompiles``."""
+    # lazy: the checker is loaded once a case runs, never by loading a case file
+    from compile_checks.check.recompiles import recompile_findings
+
+    if isinstance(reference, str):
+        report.errors.append(reference)
+        reference = None
+    if reference is not None:
+        from compile_checks.pools import resolve_pools  # lazy: imports torch (see write_reference)
+
+        found = list(reference.compare(resolve_pools(case.pools) or {}))
+    else:
+        found = []
+    return found + recompile_findings(report.recompiles, case.max_recompiles)
+
+
+__all__ = ["run_findings", "write_reference"]

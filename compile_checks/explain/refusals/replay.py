@@ -1,0 +1,192 @@
+"""The replay over a graph: every mutated argument Inductor's reinplace pass must clone, and why.
+
+Apart from the rules (:mod:`.rules`) because this is the walk: the candidates of each
+``auto_functionalized`` / ``auto_functionalized_v2`` node or functional ATen write in Inductor's
+order, the shared-storage rule across one call's arguments, what a graph after the pass says was
+cloned, and the reconciliation of the two into :class:`Refusal` records.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections import defaultdict
+from collections.abc import Mapping
+from typing import Any, cast
+
+import torch
+import torch.fx
+from torch._higher_order_ops.auto_functionalize import get_mutable_args
+from torch._inductor.fx_passes import reinplace as inductor_reinplace
+
+from compile_checks.explain.refusals.records import Reader, Refusal, op_label
+from compile_checks.explain.refusals.rules import (
+    AF_V1,
+    AF_V2,
+    PLACEHOLDERS,
+    GraphFacts,
+    node_storages,
+    refusal_of,
+    view_base,
+)
+from compile_checks.explain.user_source import user_line, wrapper_line
+from compile_checks.vocab import Cause
+
+
+def _candidates(node: torch.fx.Node) -> list[tuple[tuple[str, ...], Any, Any]]:
+    """(argument names, mutated tensor(s), the key Inductor's clone list uses) in Inductor's order."""
+    if node.target is AF_V2:
+        bases = node.kwargs["_all_bases"]
+        names: dict[int, list[str]] = defaultdict(list)
+        for k, v in node.kwargs.items():
+            m = re.fullmatch(r"_(.+)_base_index(?:_\d+)?", k)
+            if m and isinstance(v, int):
+                names[v].append(m.group(1))
+        return [(tuple(names.get(i, [f"base{i}"])), b, i) for i, b in enumerate(bases)]  # type: ignore[arg-type]
+    if node.target is AF_V1:
+        mutable, _ = get_mutable_args(cast(torch._ops.OpOverload, node.args[0]))  # the HOP's first arg is the op
+        return [((a,), node.kwargs[a], a) for a in mutable if node.kwargs.get(a) is not None]
+    spec = inductor_reinplace.inplaceable_ops.get(node.target)  # type: ignore[arg-type]
+    if spec is None:
+        return []
+    schema = node.target._schema  # type: ignore[union-attr]
+    return [((schema.arguments[i].name,), node.args[i], i) for i in spec.mutated_args]
+
+
+def cloned_args(graph: torch.fx.Graph) -> set[tuple[str, tuple[str, ...]]]:
+    """(node, argument names) Inductor decided to clone, read off a graph *after* the reinplace pass:
+    ``meta["only_clone_these_tensors"]`` of ``auto_functionalized*`` nodes, and functional ATen writes the
+    pass left functional (a converted one has its in-place target by then)."""
+    out: set[tuple[str, tuple[str, ...]]] = set()
+    for node in graph.nodes:
+        if node.op != "call_function":
+            continue
+        if node.target in (AF_V1, AF_V2):
+            decided = set(node.meta.get("only_clone_these_tensors") or [])
+            out |= {(node.name, names) for names, _, key in _candidates(node) if key in decided}
+        elif node.target in inductor_reinplace.inplaceable_ops:
+            out |= {(node.name, names) for names, _, _ in _candidates(node)}
+    return out
+
+
+def explain_refusals(graph: torch.fx.Graph) -> list[Refusal]:
+    """Replay the reinplace pass on ``graph`` as the pass receives it (before it runs): one
+    :class:`Refusal` per mutated argument it must clone, in Inductor's order."""
+    facts = GraphFacts.of(graph)
+    out: list[Refusal] = []
+    for node in graph.nodes:
+        if node.op != "call_function":
+            continue
+        is_hop = node.target in (AF_V1, AF_V2)
+        if not is_hop and node.target not in inductor_reinplace.inplaceable_ops:
+            continue
+        op = op_label(node.args[0] if is_hop else node.target)
+        reinplaced: dict[Any, tuple[str, ...]] = {}  # storage -> args already written in place
+        for names, mutated, _ in _candidates(node):
+            if not isinstance(mutated, (torch.fx.Node, list, tuple)):
+                continue
+            storages = node_storages(mutated)
+            earlier = next((reinplaced[s] for s in storages if s in reinplaced), None) if is_hop else None
+            if earlier is not None:
+                # Inductor's tensor_with_same_storage_already_reinplaced: one buffer cannot be written in
+                # place twice by one call, so the second argument on that storage is cloned (and not even
+                # counted as a missed opportunity)
+                other = next(m for n, m, _ in _candidates(node) if n == earlier)
+                verdict: tuple[Cause, str, list[torch.fx.Node]] | None = (
+                    Cause.SHARED_STORAGE,
+                    f"`{'/'.join(names)}` shares one storage with `{'/'.join(earlier)}`, written in place first",
+                    [other] if isinstance(other, torch.fx.Node) else list(other),
+                )
+            else:
+                verdict = refusal_of(facts, node, mutated)
+            if verdict is None:
+                reinplaced.update(dict.fromkeys(storages, names))
+                continue
+            out.append(_refusal(node, op, names, mutated, verdict, None))
+    return out
+
+
+def reconcile(
+    replayed: list[Refusal], graph_after: torch.fx.Graph, inductor_log: Mapping[str, str] | None = None
+) -> list[Refusal]:
+    """Keep the replayed refusals Inductor really cloned (``graph_after``: the same graph after the pass);
+    a clone the replay did not predict gets cause ``other`` with Inductor's own log line, never "unknown"."""
+    log = dict(inductor_log or {})
+    by_key = {(r.node, r.args): r for r in replayed}
+    out: list[Refusal] = []
+    nodes = {n.name: n for n in graph_after.nodes}
+    for key in sorted(cloned_args(graph_after), key=lambda k: (list(nodes).index(k[0]), k[1])):
+        r = by_key.get(key)
+        if r is not None:
+            out.append(dataclasses.replace(r, inductor_log=log.get(r.node)))
+            continue
+        node = nodes[key[0]]
+        is_hop = node.target in (AF_V1, AF_V2)
+        mutated = next(m for n, m, _ in _candidates(node) if n == key[1])
+        verdict: tuple[Cause, str, list[torch.fx.Node]] = (
+            Cause.OTHER,
+            "Inductor cloned it, though none of the replayed reinplace rules refuses it",
+            [],
+        )
+        out.append(
+            _refusal(
+                node, op_label(node.args[0] if is_hop else node.target), key[1], mutated, verdict, log.get(node.name)
+            )
+        )
+    return out
+
+
+def _refusal(
+    node: torch.fx.Node,
+    op: str,
+    names: tuple[str, ...],
+    mutated: Any,
+    verdict: tuple[Cause, str, list[torch.fx.Node]],
+    log_line: str | None,
+) -> Refusal:
+    cause, detail, evidence = verdict
+    base = mutated if isinstance(mutated, torch.fx.Node) else mutated[0]
+    root = view_base(base)
+    other_args: tuple[str, ...] = ()
+    other_base = None
+    readers: tuple[Reader, ...] = ()
+    if cause == Cause.SHARED_STORAGE and evidence:
+        other_base = evidence[0].name
+        other_args = _arg_names_of(node, evidence[0])
+    elif cause in (Cause.READ_AFTER_WRITE, Cause.OUTPUT_ALIAS):
+        readers = tuple(Reader(e.name, _reader_op(e), user_line(e), wrapper_line(e)) for e in evidence)
+    if cause == Cause.OTHER and log_line:
+        detail = f"{detail}; Inductor: {log_line}"
+    return Refusal(
+        cause=cause,
+        node=node.name,
+        op=op,
+        args=names,
+        base=base.name,
+        placeholder=root.name if root.op in PLACEHOLDERS else None,
+        detail=detail,
+        user_line=user_line(node),
+        wrapper_line=wrapper_line(node),
+        other_args=other_args,
+        other_base=other_base,
+        readers=readers,
+        inductor_log=log_line,
+    )
+
+
+def _arg_names_of(node: torch.fx.Node, tensor: torch.fx.Node) -> tuple[str, ...]:
+    for names, mutated, _ in _candidates(node):
+        if mutated is tensor or (isinstance(mutated, (list, tuple)) and tensor in mutated):
+            return names
+    return (tensor.name,)
+
+
+def _reader_op(node: torch.fx.Node) -> str:
+    if node.op == "output":
+        return "output"
+    if node.target in (AF_V1, AF_V2):
+        return op_label(node.args[0])
+    return op_label(node.target)
+
+
+__all__ = ["cloned_args", "explain_refusals", "reconcile"]
