@@ -66,9 +66,10 @@ _RUN_OPTIONS: list[Option] = [
         help="run cases in N spawned processes (default: 2 on 2+ cores for 8+ cases, else 1)",
     ),
     _o("--timings", **_FLAG, help="per-phase compile times per case"),
+    _o("--verbose", "-v", **_FLAG, help="every copy with its own explanation (default: one per group alike)"),
 ]
 _APPENDS = {"scenario", "pipeline"}
-_NOT_FOR_LIST = {"pipeline", "full", "analysis_only", "junitxml", "dump_dir", "jobs", "timings"}
+_NOT_FOR_LIST = {"pipeline", "full", "analysis_only", "junitxml", "dump_dir", "jobs", "timings", "verbose"}
 
 # the report's options (after ``report`` only); dest = "report_" + the ReportRequest field
 _REPORT_OPTIONS: list[Option] = [

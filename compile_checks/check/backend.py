@@ -47,6 +47,7 @@ from compile_checks.check.hooks import session_lock, verify_inductor_hooks
 from compile_checks.check.kernel_metrics import kernel_byte_metrics
 from compile_checks.check.recompiles import current_frame
 from compile_checks.check.runtime_pools import CallRecorder, PoolIndex
+from compile_checks.vocab import BlindSpot
 
 PHASES: tuple[str, ...] = ("dynamo", "aot", "post_grad", "codegen")
 
@@ -62,15 +63,20 @@ class InnerGraph:
     # compile-time geometry of each graph input: Inductor's offsets are relative to it
     inputs: list[TensorGeometry | None] = field(default_factory=list)
     post_grad_seen: bool = False
+    # Inductor's own no-op rule (compile_fx_inner: no call node, nothing to lower): a graph of placeholders
+    # and an output (aliases, views and metadata of its inputs regenerated outside it) has nothing to copy
+    nothing_to_lower: bool = False
     is_backward: bool = False
-    # mutating ops the analysis cannot see into (higher-order-op subgraphs), with where
-    blind_spots: list[str] = field(default_factory=list)
+    # what the analysis cannot see into (higher-order-op subgraphs, no callable), each (kind, detail)
+    blind_spots: list[tuple[BlindSpot, str]] = field(default_factory=list)
     # write-backs whose copy was taken from other bytes than it is written into (a miscompile)
     misplaced: list[str] = field(default_factory=list)
     # caveats for the report (whole-buffer passes that are no copy)
     notes: list[str] = field(default_factory=list)
     recorder: CallRecorder | None = None
     calls: int = 0
+    # Inductor's generated code (a full compile's CompiledFxGraph.source_code; empty in analysis-only mode)
+    generated_code: str = ""
 
 
 @dataclass
@@ -88,6 +94,8 @@ class Region:
     # the code dynamo compiled this region from and its compile id (compile_checks.check.recompiles)
     code: str = ""
     compile_id: str = ""
+    # the dynamo graph's code (a dump's captured graph when depyf wrote none)
+    captured_code: str = ""
 
 
 class _StopAfterPostGrad(BaseException):
@@ -173,7 +181,7 @@ class Probe:
                 inner.post_grad_code = gm.code
                 inner.binders = symbol_binders(gm.graph)
                 inner.inputs = [geometry_of(n.meta.get("val")) for n in gm.graph.nodes if n.op == "placeholder"]
-                inner.blind_spots = subgraph_mutations(gm)
+                inner.blind_spots = [(BlindSpot.HOP_SUBGRAPH, m) for m in subgraph_mutations(gm)]
                 inner.post_grad_seen = True
                 if self.analysis_only:
                     raise _StopAfterPostGrad(gm)
@@ -185,6 +193,7 @@ class Probe:
         self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *args: Any, region: Region, **kwargs: Any
     ) -> Any:
         inner = InnerGraph(is_backward=bool(kwargs.get("is_backward", False)))
+        inner.nothing_to_lower = not has_calls(gm.graph)
         region.inner.append(inner)
         saved = (self._current_inner, self._current_gm, self._post_grad_seconds)
         self._current_inner, self._current_gm, self._post_grad_seconds = inner, gm, 0.0
@@ -201,6 +210,10 @@ class Probe:
         inner.recorder = CallRecorder(
             self.pools, inner.clone_sites, inner.functionalized, inner.binders, self.received_pools, inner.inputs
         )
+        inner.generated_code = str(getattr(out, "source_code", "") or "")
+        if inner.nothing_to_lower and not inner.post_grad_seen:
+            # Inductor returned the graph's own forward (no post-grad passes, no code): nothing to attribute
+            return out
         _record_inputs(out, inner)
         if self.write_watch is not None:
             self.write_watch.on_compiled(out, gm, region.index)
@@ -225,6 +238,7 @@ class Probe:
         region = Region(index=len(self.regions), compiled_fn_name=get_current_compiled_fn_name())
         self.regions.append(region)
         region.code, region.compile_id = current_frame()
+        region.captured_code = gm.code
         if self._frame_start is not None:
             region.phase_seconds["dynamo"] = t0 - max(self._frame_start, self._last_backend_end)
         inductor_metrics.reset()
@@ -243,6 +257,14 @@ class Probe:
     def frame_started(self, _args: object = None) -> None:
         """Dynamo's compile-start callback: the dynamo phase of the next region starts here."""
         self._frame_start = time.perf_counter()
+
+
+def has_calls(graph: torch.fx.Graph) -> bool:
+    """Whether ``compile_fx_inner`` lowers ``graph`` (its rule: ``torch._dynamo.utils.count_calls(graph) == 0``
+    returns the graph's own forward, never running the post-grad passes)."""
+    from torch._dynamo.utils import count_calls
+
+    return count_calls(graph) > 0
 
 
 def _run_fx_graph(gm: torch.fx.GraphModule) -> Any:
@@ -284,7 +306,7 @@ def _record_inputs(out: Any, inner: InnerGraph) -> None:
     current = getattr(out, "current_callable", None)
     if current is None:
         # refusal: no callable to wrap means no runtime inputs, so no attribution
-        inner.blind_spots.append("compiled graph exposes no current_callable: its inputs cannot be attributed")
+        inner.blind_spots.append((BlindSpot.NO_CALLABLE, ""))
         return
     recorder = inner.recorder
     assert recorder is not None
@@ -351,6 +373,7 @@ __all__ = [
     "Probe",
     "Region",
     "StorageRef",
+    "has_calls",
     "instrumented_inductor",
     "kernel_byte_metrics",
 ]

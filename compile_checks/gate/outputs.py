@@ -16,6 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from compile_checks.check.recompiles import graphs_cell
+from compile_checks.explain.grouping import group_explanations
 from compile_checks.gate.runner import PHASES, Outcome
 from compile_checks.verdict import render_copy
 
@@ -117,16 +118,38 @@ def timings_table(outcomes: Sequence[Outcome]) -> Any:
     return t
 
 
+def case_lines(o: Outcome, verbose: bool = False) -> list[str]:
+    """What the gate prints under the table for one case: each surviving copy (a negative control's too:
+    the evidence it still sees the bug), each explanation once per group of copies it explains alike
+    (``layers 0-2: ...``; ``verbose``: every copy with its own), why the case failed, and a dump failure."""
+    copies = [*o.clones, *o.other_clones]
+    if verbose:
+        lines = [render_copy(c) for c in copies]
+    else:
+        lines = [render_copy({**c, "explanation": None}) for c in copies]
+        explained = [(c["pool"], c["explanation"]) for c in copies if c.get("explanation")]
+        for label, text, count in group_explanations(explained):
+            alike = f" ({count} copies)" if count > 1 else ""
+            lines.append(f"{label}{alike}: {text}")
+    lines += o.failure_reasons(copies_listed=True)
+    lines += [f"dump failed (the verdict stands): {f}" for f in o.report.get("dump_failures", [])]
+    return lines
+
+
 def print_results(
-    outcomes: Sequence[Outcome], *, title: str, code: int, seconds: float, notes: Sequence[str], timings: bool
+    outcomes: Sequence[Outcome],
+    *,
+    title: str,
+    code: int,
+    seconds: float,
+    notes: Sequence[str],
+    timings: bool,
+    verbose: bool = False,
 ) -> None:
     console = _console()
     console.print(verdict_table(outcomes, title))
     for o in outcomes:
-        # every surviving copy (a negative control's too: the evidence it still sees the bug), then
-        # why the case failed, if it did
-        lines = [render_copy(c) for c in [*o.clones, *o.other_clones]] + o.failure_reasons(copies_listed=True)
-        for line in lines:
+        for line in case_lines(o, verbose):
             console.print(f"  {o.label}: {line}", highlight=False, markup=False)
     for n in notes:
         console.print(f"note: {n}", highlight=False, markup=False)
@@ -136,4 +159,4 @@ def print_results(
     console.print(f"{len(outcomes)} case(s), {failed} failed, in {seconds:.1f} s; exit {code}", highlight=False)
 
 
-__all__ = ["SCHEMA_VERSION", "json_document", "print_results", "timings_table", "verdict_table"]
+__all__ = ["SCHEMA_VERSION", "case_lines", "json_document", "print_results", "timings_table", "verdict_table"]
