@@ -162,3 +162,24 @@ class FailureType(StrEnum):
 
 
 __all__ += ["BlindSpot", "FailureType"]
+
+
+class Phase(StrEnum):
+    """Where a region's compile time went (``CloneReport.region_phase_seconds``, ``gate --timings``)."""
+
+    # dynamo tracing the frame, from its compile start to the backend call
+    DYNAMO = "dynamo"
+    # AOT autograd (functionalization, partitioning) and Inductor's pre-grad / joint passes
+    AOT = "aot"
+    # compile_fx_inner before the post-grad passes (graph and fake-tensor preparation)
+    INDUCTOR_PREP = "inductor_prep"
+    # Inductor's post-grad passes (reinplacing among them)
+    POST_GRAD = "post_grad"
+    # lowering and C++ codegen after the post-grad passes (a full compile only)
+    CODEGEN = "codegen"
+    # analysis-only: wrapping the post-grad FX graph to run it instead of generated code (no codegen runs)
+    FX_RUNNER = "fx_runner"
+
+
+PHASES: tuple[str, ...] = tuple(Phase)
+__all__ += ["PHASES", "Phase"]

@@ -47,9 +47,7 @@ from compile_checks.check.hooks import session_lock, verify_inductor_hooks
 from compile_checks.check.kernel_metrics import kernel_byte_metrics
 from compile_checks.check.recompiles import current_frame
 from compile_checks.check.runtime_pools import CallRecorder, PoolIndex
-from compile_checks.vocab import BlindSpot
-
-PHASES: tuple[str, ...] = ("dynamo", "aot", "post_grad", "codegen")
+from compile_checks.vocab import PHASES, BlindSpot, Phase
 
 
 @dataclass
@@ -128,6 +126,7 @@ class Probe:
     _frame_start: float | None = None
     _last_backend_end: float = 0.0
     _post_grad_seconds: float = 0.0
+    _post_grad_started: float | None = None  # when the current inner compile first entered the post-grad passes
 
     # a zero-argument callable returning the (validated) pools: re-read before every region call, so
     # an engine that rebuilds its cache tensors is followed (Case(pools=callable))
@@ -169,6 +168,8 @@ class Probe:
             if gm is self._current_gm:
                 self._preexisting = set(gm.graph.nodes)
             t0 = time.perf_counter()
+            if self._post_grad_started is None:
+                self._post_grad_started = t0
             original(gm, is_inference)
             self._post_grad_seconds += time.perf_counter() - t0
             inner = self._current_inner
@@ -195,18 +196,21 @@ class Probe:
         inner = InnerGraph(is_backward=bool(kwargs.get("is_backward", False)))
         inner.nothing_to_lower = not has_calls(gm.graph)
         region.inner.append(inner)
-        saved = (self._current_inner, self._current_gm, self._post_grad_seconds)
-        self._current_inner, self._current_gm, self._post_grad_seconds = inner, gm, 0.0
+        saved = (self._current_inner, self._current_gm, self._post_grad_seconds, self._post_grad_started)
+        self._current_inner, self._current_gm, self._post_grad_seconds, self._post_grad_started = inner, gm, 0.0, None
         t0 = time.perf_counter()
         try:
             out = compile_fx_module.compile_fx_inner(gm, example_inputs, *args, **kwargs)
         except _StopAfterPostGrad as stop:
             out = _run_fx_graph(stop.gm)
         finally:
-            post_grad = self._post_grad_seconds
-            region.phase_seconds["post_grad"] += post_grad
-            region.phase_seconds["codegen"] += time.perf_counter() - t0 - post_grad
-            self._current_inner, self._current_gm, self._post_grad_seconds = saved
+            elapsed, post_grad = time.perf_counter() - t0, self._post_grad_seconds
+            prep = elapsed if self._post_grad_started is None else self._post_grad_started - t0
+            region.phase_seconds[Phase.INDUCTOR_PREP] += prep
+            region.phase_seconds[Phase.POST_GRAD] += post_grad
+            after = Phase.FX_RUNNER if self.analysis_only else Phase.CODEGEN
+            region.phase_seconds[after] += max(0.0, elapsed - prep - post_grad)
+            self._current_inner, self._current_gm, self._post_grad_seconds, self._post_grad_started = saved
         inner.recorder = CallRecorder(
             self.pools, inner.clone_sites, inner.functionalized, inner.binders, self.received_pools, inner.inputs
         )
@@ -240,16 +244,15 @@ class Probe:
         region.code, region.compile_id = current_frame()
         region.captured_code = gm.code
         if self._frame_start is not None:
-            region.phase_seconds["dynamo"] = t0 - max(self._frame_start, self._last_backend_end)
+            region.phase_seconds[Phase.DYNAMO] = t0 - max(self._frame_start, self._last_backend_end)
         inductor_metrics.reset()
         inner_compile = functools.partial(self._inner_compile, region=region)
         patches = {**(torch._inductor.list_mode_options(mode) if mode else {}), **dict(options or {})}
         compiled = compile_fx_module.compile_fx(gm, example_inputs, inner_compile=inner_compile, config_patches=patches)
         end = time.perf_counter()
         region.compile_seconds = end - t0
-        region.phase_seconds["aot"] = max(
-            0.0, region.compile_seconds - region.phase_seconds["post_grad"] - region.phase_seconds["codegen"]
-        )
+        inner = sum(v for k, v in region.phase_seconds.items() if k not in (Phase.DYNAMO, Phase.AOT))
+        region.phase_seconds[Phase.AOT] = max(0.0, region.compile_seconds - inner)
         self._last_backend_end = end
         region.kernel_bytes = int(inductor_metrics.num_bytes_accessed)
         return _count_calls(compiled, region, self.refresh_pools)  # type: ignore[arg-type]  # a callable here

@@ -115,7 +115,7 @@ class CloneReport:
     allow_unanalysed: bool = False
     # named pools no compiled region received on any call (a stale or rebuilt tensor)
     unreceived_pools: list[str] = field(default_factory=list)
-    # region index -> seconds per phase ("dynamo", "aot", "post_grad", "codegen")
+    # region index -> seconds per phase (compile_checks.vocab.Phase: codegen only in a full compile)
     region_phase_seconds: dict[int, dict[str, float]] = field(default_factory=dict)
     # what makes the check fail besides clones (unreceived pools, unresolvable sizes ...)
     errors: list[str] = field(default_factory=list)
