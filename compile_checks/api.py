@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+from collections import Counter
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
@@ -27,7 +28,7 @@ from compile_checks.explain.culprit_pass import PostGradRecorder
 from compile_checks.explain.depyf_dump import DepyfDump
 from compile_checks.explain.dumps import write_dump
 from compile_checks.explain.explanations import explain_report
-from compile_checks.explain.grouping import group_explanations
+from compile_checks.explain.grouping import alike, group_explanations
 from compile_checks.pools import PoolsArg, resolve_pools
 from compile_checks.verdict import copy_fields, render_copy
 
@@ -317,21 +318,27 @@ def _dump_lines(report: CloneReport) -> list[str]:
 
 
 def _copies(clones: list[SurvivingClone], verbose: bool) -> list[str]:
-    """Each copy's line; then each explanation once per group of copies it explains alike."""
+    """Each copy's line with its explanation; an explanation several copies share (differing only in
+    layers, bytes and regions) once, after their lines (``layers 0-2 (3 copies, explained alike)``)."""
+    texts = ["\n".join(c.explanation.lines()) if c.explanation is not None else "" for c in clones]
+    shared = {key for key, n in Counter(alike(t) for t in texts if t).items() if n > 1}
     if verbose:
-        return [_copy_lines(c) for c in clones]
-    lines = ["  - " + render_copy({**copy_fields(c), "explanation": None}) for c in clones]
-    explained = [(c.pool, "\n".join(c.explanation.lines())) for c in clones if c.explanation is not None]
-    for label, text, count in group_explanations(explained):
-        shown = f" ({count} copies, explained alike; the first shown)" if count > 1 else ""
-        lines.append(f"  {label}{shown}:")
+        shared = set()
+    lines = [_copy_lines(c) if alike(t) not in shared else "  - " + _copy_line(c) for c, t in zip(clones, texts)]
+    grouped = [(c.pool, t) for c, t in zip(clones, texts) if t and alike(t) in shared]
+    for label, text, count in group_explanations(grouped):
+        lines.append(f"  {label} ({count} copies, explained alike; worded for the first):")
         lines += [f"      {line}" for line in text.splitlines()]
     return lines
 
 
+def _copy_line(c: SurvivingClone) -> str:
+    return render_copy({**copy_fields(c), "explanation": None})  # the summary: in full below
+
+
 def _copy_lines(c: SurvivingClone) -> str:
     """The copy's line (:func:`compile_checks.verdict.render_copy`), then its explanation in full."""
-    text = "  - " + render_copy({**copy_fields(c), "explanation": None})  # the summary: in full below
+    text = "  - " + _copy_line(c)
     if c.explanation is not None:
         text += "".join(f"\n      {line}" for line in c.explanation.lines())
     return text

@@ -8,6 +8,7 @@ or removed (adding keys keeps it). Version 1: ``{"schema_version", "exit_code", 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,7 +17,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from compile_checks.check.recompiles import graphs_cell
-from compile_checks.explain.grouping import group_explanations
+from compile_checks.explain.grouping import alike, group_explanations
 from compile_checks.gate.runner import PHASES, Outcome
 from compile_checks.verdict import render_copy
 
@@ -123,14 +124,11 @@ def case_lines(o: Outcome, verbose: bool = False) -> list[str]:
     the evidence it still sees the bug), each explanation once per group of copies it explains alike
     (``layers 0-2: ...``; ``verbose``: every copy with its own), why the case failed, and a dump failure."""
     copies = [*o.clones, *o.other_clones]
-    if verbose:
-        lines = [render_copy(c) for c in copies]
-    else:
-        lines = [render_copy({**c, "explanation": None}) for c in copies]
-        explained = [(c["pool"], c["explanation"]) for c in copies if c.get("explanation")]
-        for label, text, count in group_explanations(explained):
-            alike = f" ({count} copies)" if count > 1 else ""
-            lines.append(f"{label}{alike}: {text}")
+    keys = [alike(c["explanation"]) if c.get("explanation") else "" for c in copies]
+    shared = set() if verbose else {k for k, n in Counter(k for k in keys if k).items() if n > 1}
+    lines = [render_copy({**c, "explanation": None}) if k in shared else render_copy(c) for c, k in zip(copies, keys)]
+    grouped = [(c["pool"], c["explanation"]) for c, k in zip(copies, keys) if k in shared]
+    lines += [f"{label} ({count} copies): {text}" for label, text, count in group_explanations(grouped)]
     lines += o.failure_reasons(copies_listed=True)
     lines += [f"dump failed (the verdict stands): {f}" for f in o.report.get("dump_failures", [])]
     return lines
