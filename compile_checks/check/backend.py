@@ -62,7 +62,7 @@ class InnerGraph:
     inputs: list[TensorGeometry | None] = field(default_factory=list)
     post_grad_seen: bool = False
     # Inductor's own no-op rule (compile_fx_inner: no call node, nothing to lower): a graph of placeholders
-    # and an output (aliases, views and metadata of its inputs regenerated outside it) has nothing to copy
+    # and an output (the region returns its inputs, e.g. `x.type_as(v)` of equal dtypes) has nothing to copy
     nothing_to_lower: bool = False
     is_backward: bool = False
     # what the analysis cannot see into (higher-order-op subgraphs, no callable), each (kind, detail)

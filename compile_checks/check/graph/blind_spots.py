@@ -9,7 +9,7 @@ blind spot the same way: where, what, and what the user can do about it.
 
 A graph Inductor does not lower is no blind spot: ``compile_fx_inner`` returns the forward of
 a graph with no call node (placeholders and an output: what a graph break leaves when the
-region only aliases, views or re-types its inputs, ``x.type_as(v); return``) without running
+region only returns its inputs, ``x.type_as(v); return``) without running
 the post-grad passes, and such a graph can neither copy nor write (``InnerGraph.nothing_to_lower``).
 """
 
