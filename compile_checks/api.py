@@ -10,13 +10,12 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import warnings
-from collections.abc import Callable, Iterator, Mapping
+from collections import Counter
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-import depyf
 import torch
 
 from compile_checks.check.attribution import build_report
@@ -26,8 +25,10 @@ from compile_checks.check.recompiles import RecompileLog, recompile_table, recor
 from compile_checks.check.writes.regions import RegionWriteWatch
 from compile_checks.errors import CompileChecksError
 from compile_checks.explain.culprit_pass import PostGradRecorder
-from compile_checks.explain.dumps import annotate_report, write_index
+from compile_checks.explain.depyf_dump import DepyfDump
+from compile_checks.explain.dumps import write_dump
 from compile_checks.explain.explanations import explain_report
+from compile_checks.explain.grouping import alike, group_explanations
 from compile_checks.pools import PoolsArg, resolve_pools
 from compile_checks.verdict import copy_fields, render_copy
 
@@ -89,6 +90,7 @@ class CloneCheck:
             else None
         )
         self.report: CloneReport | None = None
+        self.depyf: DepyfDump | None = None  # the guarded depyf session while dumping (its failures)
         self._stack: contextlib.ExitStack | None = None
 
     @property
@@ -129,8 +131,8 @@ class CloneCheck:
             if self.explain_recorder is not None:
                 stack.enter_context(self.explain_recorder.active())
             if self.dump_dir is not None:
-                stack.enter_context(_quiet_depyf())
-                stack.enter_context(depyf.prepare_debug(self.dump_dir))
+                self.depyf = DepyfDump(self.dump_dir)
+                stack.enter_context(self.depyf.active())
         except BaseException:
             stack.close()
             raise
@@ -149,8 +151,8 @@ class CloneCheck:
         report.run_findings += self.probe.write_watch.findings()
         report = explain_report(report, self.probe, self)
         if self.dump_dir is not None:
-            report = annotate_report(report, self.probe, self.dump_dir)
-            write_index(report, self.probe, self.dump_dir)
+            report.dump_failures = list(self.depyf.failures) if self.depyf is not None else []
+            report = write_dump(report, self.dump_dir, fallback=bool(report.dump_failures))
         self.report = report
 
 
@@ -184,14 +186,6 @@ def _prepare_dump_dir(path: str) -> None:
     p.mkdir(parents=True, exist_ok=True)
     if not os.access(p, os.W_OK):
         raise PermissionError(f"dump dir {p} is not writable")
-
-
-@contextlib.contextmanager
-def _quiet_depyf() -> Iterator[None]:
-    """depyf warns once per prepare_debug that code should run several times; we know."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*You are trying to debug `torch.compile`.*")
-        yield
 
 
 def analyze_pool_clones(
@@ -279,11 +273,18 @@ def find_pool_clones(
     ).clones
 
 
-def format_report(report: CloneReport) -> str:
-    """Human-readable summary of a report (what ``assert_no_pool_clones`` raises with): every failure."""
+def format_report(report: CloneReport, verbose: bool = False) -> str:
+    """Human-readable summary of a report (what ``assert_no_pool_clones`` raises with): every failure.
+
+    Copies explained alike (differing only in layer numbers and bytes) share one explanation,
+    ``layers 0-2: why ...``; ``verbose`` prints each copy's own in full. A dump that failed is a
+    note: the verdict stands.
+    """
+    dump_lines = _dump_lines(report)
     if report.check_passed:
         allowed = f" ({len(report.unanalysed)} unanalysed part(s) allowed)" if report.unanalysed else ""
-        return f"no surviving pool clones in {report.num_regions} compiled region(s){allowed}"
+        head = f"no surviving pool clones in {report.num_regions} compiled region(s){allowed}"
+        return "\n".join([head, *dump_lines])
     lines: list[str] = []
     if report.clones:
         lines.append(
@@ -291,10 +292,10 @@ def format_report(report: CloneReport) -> str:
             f"({report.clone_bytes} bytes per call of the regions, {report.clone_bytes_per_run} bytes over the "
             f"{sum(report.region_calls.values())} region call(s) of this run):"
         )
-        lines += [_copy_lines(c) for c in report.clones]
+        lines += _copies(report.clones, verbose)
     if report.other_clones:
         lines.append(f"{len(report.other_clones)} copy(ies) of a mutated caller tensor that matches no named pool:")
-        lines += [_copy_lines(c) for c in report.other_clones]
+        lines += _copies(report.other_clones, verbose)
     if report.errors:
         lines.append("check errors:")
         lines += [f"  - {e}" for e in report.errors]
@@ -305,14 +306,39 @@ def format_report(report: CloneReport) -> str:
     if report.unanalysed and not report.allow_unanalysed:
         lines.append("not analysed (the check cannot call these clean; allow_unanalysed=True accepts them):")
         lines += [f"  - {u}" for u in report.unanalysed]
+    return "\n".join(lines + dump_lines)
+
+
+def _dump_lines(report: CloneReport) -> list[str]:
+    lines = [f"dump failed (an artifact only: the verdict stands): {f}" for f in report.dump_failures]
     if report.dump_dir:
-        lines.append(f"graph dumps: {report.dump_dir} (see index.md)")
-    return "\n".join(lines)
+        fallback = " (with the check's own graph files where depyf wrote none)" if report.dump_failures else ""
+        lines.append(f"graph dumps: {report.dump_dir} (see index.md){fallback}")
+    return lines
+
+
+def _copies(clones: list[SurvivingClone], verbose: bool) -> list[str]:
+    """Each copy's line with its explanation; an explanation several copies share (differing only in
+    layers, bytes and regions) once, after their lines (``layers 0-2 (3 copies, explained alike)``)."""
+    texts = ["\n".join(c.explanation.lines()) if c.explanation is not None else "" for c in clones]
+    shared = {key for key, n in Counter(alike(t) for t in texts if t).items() if n > 1}
+    if verbose:
+        shared = set()
+    lines = [_copy_lines(c) if alike(t) not in shared else "  - " + _copy_line(c) for c, t in zip(clones, texts)]
+    grouped = [(c.pool, t) for c, t in zip(clones, texts) if t and alike(t) in shared]
+    for label, text, count in group_explanations(grouped):
+        lines.append(f"  {label} ({count} copies, explained alike; worded for the first):")
+        lines += [f"      {line}" for line in text.splitlines()]
+    return lines
+
+
+def _copy_line(c: SurvivingClone) -> str:
+    return render_copy({**copy_fields(c), "explanation": None})  # the summary: in full below
 
 
 def _copy_lines(c: SurvivingClone) -> str:
     """The copy's line (:func:`compile_checks.verdict.render_copy`), then its explanation in full."""
-    text = "  - " + render_copy({**copy_fields(c), "explanation": None})  # the summary: in full below
+    text = "  - " + _copy_line(c)
     if c.explanation is not None:
         text += "".join(f"\n      {line}" for line in c.explanation.lines())
     return text

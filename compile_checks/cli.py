@@ -74,9 +74,10 @@ _RUN_OPTIONS: list[Option] = [
         metavar="JSON",
         help="balance --shard by each case's wall seconds in an earlier gate/merge --json output",
     ),
+    _o("--verbose", "-v", **_FLAG, help="every copy with its own explanation (default: one per group alike)"),
 ]
 _APPENDS = {"scenario", "pipeline"}
-_NOT_FOR_LIST = {"full", "analysis_only", "junitxml", "dump_dir", "jobs", "timings"}
+_NOT_FOR_LIST = {"full", "analysis_only", "junitxml", "dump_dir", "jobs", "timings", "verbose"}
 
 # the report's options (after ``report`` only); dest = "report_" + the ReportRequest field
 _REPORT_OPTIONS: list[Option] = [

@@ -134,3 +134,55 @@ class CompileProblem(StrEnum):
 
 
 __all__ += ["CompileProblem", "WriteProblem"]
+
+
+class BlindSpot(StrEnum):
+    """What the check could not see into (compile_checks.check.graph.blind_spots): it fails the case unless allowed."""
+
+    # Inductor compiled no graph through the check's inner compile
+    NO_INNER_GRAPH = "no_inner_graph"
+    # a graph Inductor lowers, but the check's post-grad hook never saw it (a cache hit, a bypassing compile path)
+    NO_POST_GRAD = "no_post_grad"
+    # a backward graph: copies made in a backward pass are not analysed
+    BACKWARD = "backward"
+    # a mutating op inside a higher-order-op subgraph
+    HOP_SUBGRAPH = "hop_subgraph"
+    # the compiled graph exposes no callable whose inputs can be attributed
+    NO_CALLABLE = "no_callable"
+
+
+class FailureType(StrEnum):
+    """What made a case fail (the JUnit ``<failure type=...>``), one word a CI page can filter on."""
+
+    # a surviving pool copy where the case expects none, or a negative control that stopped cloning
+    CLONE = "clone"
+    # part of a compiled region the check could not analyse (compile_checks.vocab.BlindSpot)
+    BLIND_SPOT = "blind_spot"
+    # the check could not decide for another reason: an error, a lost / undeclared write, too many recompiles
+    CHECK_ERROR = "check_error"
+    # every verdict met, but the compiled run differs from the case's eager reference
+    MISMATCH = "mismatch"
+
+
+__all__ += ["BlindSpot", "FailureType"]
+
+
+class Phase(StrEnum):
+    """Where a region's compile time went (``CloneReport.region_phase_seconds``, ``gate --timings``)."""
+
+    # dynamo tracing the frame, from its compile start to the backend call
+    DYNAMO = "dynamo"
+    # AOT autograd (functionalization, partitioning) and Inductor's pre-grad / joint passes
+    AOT = "aot"
+    # compile_fx_inner before the post-grad passes (graph and fake-tensor preparation)
+    INDUCTOR_PREP = "inductor_prep"
+    # Inductor's post-grad passes (reinplacing among them)
+    POST_GRAD = "post_grad"
+    # lowering and C++ codegen after the post-grad passes (a full compile only)
+    CODEGEN = "codegen"
+    # analysis-only: wrapping the post-grad FX graph to run it instead of generated code (no codegen runs)
+    FX_RUNNER = "fx_runner"
+
+
+PHASES: tuple[str, ...] = tuple(Phase)
+__all__ += ["PHASES", "Phase"]

@@ -14,12 +14,13 @@ from collections.abc import Mapping
 import torch
 
 from compile_checks.check.backend import InnerGraph, Probe, Region
-from compile_checks.check.findings import CloneReport, MutatedArgRecord, SurvivingClone
+from compile_checks.check.findings import CloneReport, MutatedArgRecord, RegionSources, SurvivingClone
+from compile_checks.check.graph.blind_spots import blind_spot
 from compile_checks.check.graph.functionalized import FunctionalizedArg
 from compile_checks.check.graph.fx_helpers import layer_of
 from compile_checks.check.graph.sites import CloneSite
 from compile_checks.check.runtime_pools import match_pool
-from compile_checks.vocab import CopyKind
+from compile_checks.vocab import BlindSpot, CopyKind
 
 __all__ = ["build_report", "match_pool"]
 
@@ -38,6 +39,13 @@ def build_report(
         report.region_kernel_bytes[region.index] = region.kernel_bytes
         report.region_phase_seconds[region.index] = dict(region.phase_seconds)
         report.unanalysed += _unanalysed(region)
+        report.sources[region.index] = RegionSources(
+            region.compiled_fn_name,
+            region.compile_seconds,
+            region.captured_code,
+            tuple(i.post_grad_code for i in region.inner if i.post_grad_code),
+            tuple(i.generated_code for i in region.inner if i.generated_code),
+        )
         for inner in region.inner:
             _add_mutated_args(report, region, inner)
             _add_clones(report, region, inner, named)
@@ -73,21 +81,23 @@ def build_report(
 
 
 def _unanalysed(region: Region) -> list[str]:
-    """Why (parts of) a region could not be analysed; empty when all of it was."""
+    """Why (parts of) a region could not be analysed, each with how to avoid it; empty when all of it was.
+
+    A graph Inductor does not lower (no call node: :attr:`InnerGraph.nothing_to_lower`) is analysed:
+    it has nothing to copy or write, whether or not a post-grad hook could have fired for it.
+    """
     where = f"region {region.index} ({region.compiled_fn_name})"
     if not region.inner:
-        return [f"{where}: Inductor compiled no graph through the check's inner compile"]
+        return [blind_spot(BlindSpot.NO_INNER_GRAPH, where)]
     out: list[str] = []
     for inner in region.inner:
-        kind = "backward graph" if inner.is_backward else "graph"
+        if inner.nothing_to_lower:
+            continue
         if inner.is_backward:
-            out.append(f"{where}: backward graph: copies made in a backward pass are not analysed")
+            out.append(blind_spot(BlindSpot.BACKWARD, where))
         elif not inner.post_grad_seen:
-            out.append(
-                f"{where}: no post-grad {kind} was observed (the check's Inductor hook did not fire: "
-                "a cache hit or a compile path that bypasses post_grad_passes)"
-            )
-        out += [f"{where}: {b}" for b in inner.blind_spots]
+            out.append(blind_spot(BlindSpot.NO_POST_GRAD, where))
+        out += [blind_spot(kind, where, detail) for kind, detail in inner.blind_spots]
     return out
 
 

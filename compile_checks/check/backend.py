@@ -47,8 +47,7 @@ from compile_checks.check.hooks import session_lock, verify_inductor_hooks
 from compile_checks.check.kernel_metrics import kernel_byte_metrics
 from compile_checks.check.recompiles import current_frame
 from compile_checks.check.runtime_pools import CallRecorder, PoolIndex
-
-PHASES: tuple[str, ...] = ("dynamo", "aot", "post_grad", "codegen")
+from compile_checks.vocab import PHASES, BlindSpot, Phase
 
 
 @dataclass
@@ -62,15 +61,20 @@ class InnerGraph:
     # compile-time geometry of each graph input: Inductor's offsets are relative to it
     inputs: list[TensorGeometry | None] = field(default_factory=list)
     post_grad_seen: bool = False
+    # Inductor's own no-op rule (compile_fx_inner: no call node, nothing to lower): a graph of placeholders
+    # and an output (the region returns its inputs, e.g. `x.type_as(v)` of equal dtypes) has nothing to copy
+    nothing_to_lower: bool = False
     is_backward: bool = False
-    # mutating ops the analysis cannot see into (higher-order-op subgraphs), with where
-    blind_spots: list[str] = field(default_factory=list)
+    # what the analysis cannot see into (higher-order-op subgraphs, no callable), each (kind, detail)
+    blind_spots: list[tuple[BlindSpot, str]] = field(default_factory=list)
     # write-backs whose copy was taken from other bytes than it is written into (a miscompile)
     misplaced: list[str] = field(default_factory=list)
     # caveats for the report (whole-buffer passes that are no copy)
     notes: list[str] = field(default_factory=list)
     recorder: CallRecorder | None = None
     calls: int = 0
+    # Inductor's generated code (a full compile's CompiledFxGraph.source_code; empty in analysis-only mode)
+    generated_code: str = ""
 
 
 @dataclass
@@ -88,6 +92,8 @@ class Region:
     # the code dynamo compiled this region from and its compile id (compile_checks.check.recompiles)
     code: str = ""
     compile_id: str = ""
+    # the dynamo graph's code (a dump's captured graph when depyf wrote none)
+    captured_code: str = ""
 
 
 class _StopAfterPostGrad(BaseException):
@@ -120,6 +126,7 @@ class Probe:
     _frame_start: float | None = None
     _last_backend_end: float = 0.0
     _post_grad_seconds: float = 0.0
+    _post_grad_started: float | None = None  # when the current inner compile first entered the post-grad passes
 
     # a zero-argument callable returning the (validated) pools: re-read before every region call, so
     # an engine that rebuilds its cache tensors is followed (Case(pools=callable))
@@ -161,6 +168,8 @@ class Probe:
             if gm is self._current_gm:
                 self._preexisting = set(gm.graph.nodes)
             t0 = time.perf_counter()
+            if self._post_grad_started is None:
+                self._post_grad_started = t0
             original(gm, is_inference)
             self._post_grad_seconds += time.perf_counter() - t0
             inner = self._current_inner
@@ -173,7 +182,7 @@ class Probe:
                 inner.post_grad_code = gm.code
                 inner.binders = symbol_binders(gm.graph)
                 inner.inputs = [geometry_of(n.meta.get("val")) for n in gm.graph.nodes if n.op == "placeholder"]
-                inner.blind_spots = subgraph_mutations(gm)
+                inner.blind_spots = [(BlindSpot.HOP_SUBGRAPH, m) for m in subgraph_mutations(gm)]
                 inner.post_grad_seen = True
                 if self.analysis_only:
                     raise _StopAfterPostGrad(gm)
@@ -185,22 +194,30 @@ class Probe:
         self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *args: Any, region: Region, **kwargs: Any
     ) -> Any:
         inner = InnerGraph(is_backward=bool(kwargs.get("is_backward", False)))
+        inner.nothing_to_lower = not has_calls(gm.graph)
         region.inner.append(inner)
-        saved = (self._current_inner, self._current_gm, self._post_grad_seconds)
-        self._current_inner, self._current_gm, self._post_grad_seconds = inner, gm, 0.0
+        saved = (self._current_inner, self._current_gm, self._post_grad_seconds, self._post_grad_started)
+        self._current_inner, self._current_gm, self._post_grad_seconds, self._post_grad_started = inner, gm, 0.0, None
         t0 = time.perf_counter()
         try:
             out = compile_fx_module.compile_fx_inner(gm, example_inputs, *args, **kwargs)
         except _StopAfterPostGrad as stop:
             out = _run_fx_graph(stop.gm)
         finally:
-            post_grad = self._post_grad_seconds
-            region.phase_seconds["post_grad"] += post_grad
-            region.phase_seconds["codegen"] += time.perf_counter() - t0 - post_grad
-            self._current_inner, self._current_gm, self._post_grad_seconds = saved
+            elapsed, post_grad = time.perf_counter() - t0, self._post_grad_seconds
+            prep = elapsed if self._post_grad_started is None else self._post_grad_started - t0
+            region.phase_seconds[Phase.INDUCTOR_PREP] += prep
+            region.phase_seconds[Phase.POST_GRAD] += post_grad
+            after = Phase.FX_RUNNER if self.analysis_only else Phase.CODEGEN
+            region.phase_seconds[after] += max(0.0, elapsed - prep - post_grad)
+            self._current_inner, self._current_gm, self._post_grad_seconds, self._post_grad_started = saved
         inner.recorder = CallRecorder(
             self.pools, inner.clone_sites, inner.functionalized, inner.binders, self.received_pools, inner.inputs
         )
+        inner.generated_code = str(getattr(out, "source_code", "") or "")
+        if inner.nothing_to_lower and not inner.post_grad_seen:
+            # Inductor returned the graph's own forward (no post-grad passes, no code): nothing to attribute
+            return out
         _record_inputs(out, inner)
         if self.write_watch is not None:
             self.write_watch.on_compiled(out, gm, region.index)
@@ -225,17 +242,17 @@ class Probe:
         region = Region(index=len(self.regions), compiled_fn_name=get_current_compiled_fn_name())
         self.regions.append(region)
         region.code, region.compile_id = current_frame()
+        region.captured_code = gm.code
         if self._frame_start is not None:
-            region.phase_seconds["dynamo"] = t0 - max(self._frame_start, self._last_backend_end)
+            region.phase_seconds[Phase.DYNAMO] = t0 - max(self._frame_start, self._last_backend_end)
         inductor_metrics.reset()
         inner_compile = functools.partial(self._inner_compile, region=region)
         patches = {**(torch._inductor.list_mode_options(mode) if mode else {}), **dict(options or {})}
         compiled = compile_fx_module.compile_fx(gm, example_inputs, inner_compile=inner_compile, config_patches=patches)
         end = time.perf_counter()
         region.compile_seconds = end - t0
-        region.phase_seconds["aot"] = max(
-            0.0, region.compile_seconds - region.phase_seconds["post_grad"] - region.phase_seconds["codegen"]
-        )
+        inner = sum(v for k, v in region.phase_seconds.items() if k not in (Phase.DYNAMO, Phase.AOT))
+        region.phase_seconds[Phase.AOT] = max(0.0, region.compile_seconds - inner)
         self._last_backend_end = end
         region.kernel_bytes = int(inductor_metrics.num_bytes_accessed)
         return _count_calls(compiled, region, self.refresh_pools)  # type: ignore[arg-type]  # a callable here
@@ -243,6 +260,14 @@ class Probe:
     def frame_started(self, _args: object = None) -> None:
         """Dynamo's compile-start callback: the dynamo phase of the next region starts here."""
         self._frame_start = time.perf_counter()
+
+
+def has_calls(graph: torch.fx.Graph) -> bool:
+    """Whether ``compile_fx_inner`` lowers ``graph`` (its rule: ``torch._dynamo.utils.count_calls(graph) == 0``
+    returns the graph's own forward, never running the post-grad passes)."""
+    from torch._dynamo.utils import count_calls
+
+    return count_calls(graph) > 0
 
 
 def _run_fx_graph(gm: torch.fx.GraphModule) -> Any:
@@ -284,7 +309,7 @@ def _record_inputs(out: Any, inner: InnerGraph) -> None:
     current = getattr(out, "current_callable", None)
     if current is None:
         # refusal: no callable to wrap means no runtime inputs, so no attribution
-        inner.blind_spots.append("compiled graph exposes no current_callable: its inputs cannot be attributed")
+        inner.blind_spots.append((BlindSpot.NO_CALLABLE, ""))
         return
     recorder = inner.recorder
     assert recorder is not None
@@ -351,6 +376,7 @@ __all__ = [
     "Probe",
     "Region",
     "StorageRef",
+    "has_calls",
     "instrumented_inductor",
     "kernel_byte_metrics",
 ]

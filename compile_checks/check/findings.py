@@ -77,6 +77,18 @@ class MutatedArgRecord:
     pool: str | None = None
 
 
+@dataclass(frozen=True)
+class RegionSources:
+    """The code of one compiled region as the check saw it: what a dump is written from when depyf's is
+    missing (:func:`compile_checks.explain.dumps.write_fallback_files`). Never serialized."""
+
+    compiled_fn_name: str
+    compile_seconds: float = 0.0
+    captured: str = ""  # the dynamo graph's code
+    post_grad: tuple[str, ...] = ()  # each inner graph's final post-grad code (what Inductor lowers)
+    generated: tuple[str, ...] = ()  # Inductor's generated code of each inner graph (full compile only)
+
+
 @dataclass
 class CloneReport:
     """Everything one check found in one compiled function."""
@@ -103,7 +115,7 @@ class CloneReport:
     allow_unanalysed: bool = False
     # named pools no compiled region received on any call (a stale or rebuilt tensor)
     unreceived_pools: list[str] = field(default_factory=list)
-    # region index -> seconds per phase ("dynamo", "aot", "post_grad", "codegen")
+    # region index -> seconds per phase (compile_checks.vocab.Phase: codegen only in a full compile)
     region_phase_seconds: dict[int, dict[str, float]] = field(default_factory=dict)
     # what makes the check fail besides clones (unreceived pools, unresolvable sizes ...)
     errors: list[str] = field(default_factory=list)
@@ -111,6 +123,10 @@ class CloneReport:
     run_findings: list[Any] = field(default_factory=list)
     # code -> {"graphs": n, "reasons": [guard failures], ...} (check.recompiles.recompile_table)
     recompiles: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # what went wrong writing the dumps (depyf's error); never a check failure: the verdict stands
+    dump_failures: list[str] = field(default_factory=list)
+    # region index -> its code (dumps are written from it); not in to_dict
+    sources: dict[int, RegionSources] = field(default_factory=dict, repr=False)
 
     @property
     def clone_bytes(self) -> int:
@@ -163,4 +179,5 @@ class CloneReport:
             "errors": list(self.errors),
             "run_findings": [f.to_dict() for f in self.run_findings],
             "recompiles": {k: dict(v) for k, v in self.recompiles.items()},
+            "dump_failures": list(self.dump_failures),
         }

@@ -20,6 +20,11 @@ analysis-only mode, where depyf writes no post-grad file):
 
 and ``index.md`` shows, for each clone, its explanation and the lines around the write, the
 clone and the conflicting read in both files side by side, with links to the user's source lines.
+
+A dump is an artifact, never a cause of failure: when depyf fails (:mod:`compile_checks.explain.depyf_dump`)
+or is not run (the pytest plugin's dump of a failing check), :func:`write_fallback_files` writes each
+region's captured graph, post-grad graph(s) and generated code from what the check recorded
+(``CloneReport.sources``) under the same names, where depyf wrote none.
 """
 
 from __future__ import annotations
@@ -31,8 +36,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from compile_checks.check.backend import Probe, Region
-from compile_checks.check.findings import CloneReport, SurvivingClone
+from compile_checks.check.backend import Probe
+from compile_checks.check.findings import CloneReport, RegionSources, SurvivingClone
 from compile_checks.check.graph.fx_helpers import node_line
 from compile_checks.explain.user_source import absolute_path
 
@@ -52,18 +57,43 @@ def _files(dump_dir: Path, fn_name: str, kind: str) -> list[Path]:
     return sorted(dump_dir.glob(f"{fn_name}.{kind}{sep}*.py"))
 
 
-def region_files(dump_dir: Path, region: Region) -> dict[str, str | None]:
-    """The dump files of one region (first of each kind; None if depyf wrote none)."""
+def region_files(dump_dir: Path, fn_name: str) -> dict[str, str | None]:
+    """The dump files of one region ``__compiled_fn_N`` (first of each kind; None if none was written)."""
     out: dict[str, str | None] = {}
     for key, kind in FILE_KINDS.items():
-        found = _files(dump_dir, region.compiled_fn_name, kind)
+        found = _files(dump_dir, fn_name, kind)
         out[key] = str(found[0]) if found else None
     return out
 
 
-def _locate(dump_dir: Path, region: Region, node: str) -> tuple[str | None, int | None]:
-    files = _files(dump_dir, region.compiled_fn_name, FILE_KINDS["post_grad"])
-    files += _files(dump_dir, region.compiled_fn_name, FILE_KINDS["post_grad_fx"])  # analysis-only dumps
+def write_fallback_files(report: CloneReport, dump_dir: str) -> list[Path]:
+    """Each region's captured graph, post-grad graph(s) and generated code, from ``report.sources``,
+    for every kind no file was written for (depyf's names: ``region_files`` finds them). Returns the paths."""
+    root = Path(dump_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+
+    def write(name: str, code: str) -> None:
+        path = root / name
+        path.write_text(code.lstrip("\n"))
+        written.append(path)
+
+    for src in report.sources.values():
+        fn = src.compiled_fn_name
+        if src.captured and not _files(root, fn, FILE_KINDS["captured"]):
+            write(f"{fn}.{FILE_KINDS['captured']}.0.py", src.captured)
+        if not _files(root, fn, FILE_KINDS["post_grad"]) and not _files(root, fn, FILE_KINDS["post_grad_fx"]):
+            for k, code in enumerate(src.post_grad):
+                write(f"{fn}.{FILE_KINDS['post_grad_fx']}.{k}.py", code)
+        if not _files(root, fn, FILE_KINDS["kernel"]):
+            for k, code in enumerate(src.generated):
+                write(f"{fn}.{FILE_KINDS['kernel']}_{k}.py", code)
+    return written
+
+
+def _locate(dump_dir: Path, fn_name: str, node: str) -> tuple[str | None, int | None]:
+    files = _files(dump_dir, fn_name, FILE_KINDS["post_grad"])
+    files += _files(dump_dir, fn_name, FILE_KINDS["post_grad_fx"])  # analysis-only dumps
     for path in files:
         line = node_line(path.read_text(), node)
         if line is not None:
@@ -71,21 +101,21 @@ def _locate(dump_dir: Path, region: Region, node: str) -> tuple[str | None, int 
     return None, None
 
 
-def annotate_report(report: CloneReport, probe: Probe, dump_dir: str) -> CloneReport:
+def annotate_report(report: CloneReport, dump_dir: str) -> CloneReport:
     """Fill ``graph_file``/``line`` of each clone and ``report.region_files`` from the dump."""
     root = Path(dump_dir)
-    by_index = {r.index: r for r in probe.regions}
+    by_index: dict[int, RegionSources] = report.sources
 
     def locate(c: SurvivingClone) -> SurvivingClone:
         region = by_index.get(c.region)
         if region is None:
             return c
-        path, line = _locate(root, region, c.node)
+        path, line = _locate(root, region.compiled_fn_name, c.node)
         return dataclasses.replace(c, graph_file=path, line=line)
 
     report.clones = [locate(c) for c in report.clones]
     report.other_clones = [locate(c) for c in report.other_clones]
-    report.region_files = {r.index: region_files(root, r) for r in probe.regions}
+    report.region_files = {i: region_files(root, r.compiled_fn_name) for i, r in by_index.items()}
     return report
 
 
@@ -98,7 +128,7 @@ def _rel(path: str | None, root: Path) -> str:
         return f"`{path}`"
 
 
-def render_index(report: CloneReport, probe: Probe, dump_dir: str) -> str:
+def render_index(report: CloneReport, dump_dir: str) -> str:
     """Markdown index: per region its files, its mutated arguments, its surviving clones."""
     root = Path(dump_dir)
     verdict = (
@@ -119,23 +149,25 @@ def render_index(report: CloneReport, probe: Probe, dump_dir: str) -> str:
         "here), kernel = Inductor output code.",
         "",
     ]
-    for region in probe.regions:
-        files = report.region_files.get(region.index) or region_files(root, region)
+    if report.dump_failures:
+        lines += ["## dump failures (the verdict stands)", ""] + [f"- {f}" for f in report.dump_failures] + [""]
+    for index, region in sorted(report.sources.items()):
+        files = report.region_files.get(index) or region_files(root, region.compiled_fn_name)
         lines += [
-            f"## `{region.compiled_fn_name}` (region {region.index})",
+            f"## `{region.compiled_fn_name}` (region {index})",
             "",
-            f"- calls: {report.region_calls.get(region.index, 0)}; kernel bytes (Inductor metrics): "
-            f"{report.region_kernel_bytes.get(region.index, 0)}; compile: {region.compile_seconds:.2f} s",
+            f"- calls: {report.region_calls.get(index, 0)}; kernel bytes (Inductor metrics): "
+            f"{report.region_kernel_bytes.get(index, 0)}; compile: {region.compile_seconds:.2f} s",
         ]
         lines += [f"- {key}: {_rel(files.get(key), root)}" for key in FILE_KINDS]
-        args = [m for m in report.mutated_args if m.region == region.index]
+        args = [m for m in report.mutated_args if m.region == index]
         if args:
             lines.append("- mutated arguments:")
             lines += [
                 f"  - `{m.op}` `{m.arg}` (pool {m.pool or '-'}): {'re-inplaced' if m.reinplaced else 'CLONED'}"
                 for m in args
             ]
-        clones = [c for c in report.clones + report.other_clones if c.region == region.index]
+        clones = [c for c in report.clones + report.other_clones if c.region == index]
         if clones:
             lines.append("- surviving clones:")
             for c in clones:
@@ -155,10 +187,21 @@ def render_index(report: CloneReport, probe: Probe, dump_dir: str) -> str:
     return "\n".join(lines)
 
 
-def write_index(report: CloneReport, probe: Probe, dump_dir: str) -> Path:
+def write_index(report: CloneReport, dump_dir: str) -> Path:
     path = Path(dump_dir) / "index.md"
-    path.write_text(render_index(report, probe, dump_dir))
+    path.write_text(render_index(report, dump_dir))
     return path
+
+
+def write_dump(report: CloneReport, dump_dir: str, *, fallback: bool) -> CloneReport:
+    """The dump's last step: the fallback files (``fallback``: depyf failed or did not run), then
+    ``file:line`` of each clone and ``index.md``. Sets ``report.dump_dir``."""
+    if fallback:
+        write_fallback_files(report, dump_dir)
+    report.dump_dir = dump_dir
+    report = annotate_report(report, dump_dir)
+    write_index(report, dump_dir)
+    return report
 
 
 # ---- explained graphs: BEFORE_REINPLACE / POST_GRAD files and the side-by-side excerpts ----------

@@ -147,6 +147,7 @@ def run_gate(args: argparse.Namespace, command: str, mode: Mode, config: GateCon
                 seconds=seconds,
                 notes=gate_plan.notes,
                 timings=bool(args.timings),
+                verbose=bool(getattr(args, "verbose", None)),
             )
             if dump_root is not None:
                 print(f"dumps: {dump_root}/<case>/index.md")

@@ -1,7 +1,9 @@
 """JUnit XML for a gate run: one ``<testcase>`` per case, a failure message a CI page can show.
 
 ``classname`` is ``<target>/<pipeline>`` (``builtin/<pipeline>`` for the built-in gate) and
-``name`` the case's label. A failed verdict's message is :func:`compile_checks.verdict.failure_reasons`
+``name`` the case's label; a failure's ``type`` says what failed (``clone``, ``blind_spot``,
+``check_error``, ``mismatch``: :class:`~compile_checks.vocab.FailureType`). A failed verdict's
+message is :func:`compile_checks.verdict.failure_reasons`
 (op, argument, pool and bytes of every surviving clone with the explanation's one-line summary;
 a negative control that stopped cloning says so); a compile error is an ``<error>``.
 """
@@ -14,11 +16,25 @@ from pathlib import Path
 
 from compile_checks.gate.runner import Outcome
 from compile_checks.verdict import render_copy
+from compile_checks.vocab import FailureType
 
 
 def failure_message(o: Outcome) -> str | None:
     """Why the case failed (one paragraph: :meth:`Outcome.failure_reasons`), or None when it passed."""
     return " | ".join(o.failure_reasons()) or None
+
+
+def failure_type(o: Outcome) -> FailureType:
+    """What failed, first what the case is about: a copy verdict, then a blind spot, another check error,
+    and last a compiled run that differs from eager."""
+    unanalysed = o.report.get("unanalysed", []) and not o.report.get("allow_unanalysed", False)
+    if o.clean is not None and o.clean != o.expect_clean and (o.expect_clean or not o.check_errors):
+        return FailureType.CLONE
+    if unanalysed:
+        return FailureType.BLIND_SPOT
+    if o.check_errors:
+        return FailureType.CHECK_ERROR
+    return FailureType.MISMATCH
 
 
 def write_junit(outcomes: Sequence[Outcome], path: Path, seconds: float) -> None:
@@ -36,12 +52,12 @@ def write_junit(outcomes: Sequence[Outcome], path: Path, seconds: float) -> None
         if o.error is not None:
             ET.SubElement(tc, "error", message=message or "", type=o.error_kind or "error").text = message
         elif message is not None:
-            kind = "clone" if not o.verdict_met else "eager_mismatch"
-            ET.SubElement(tc, "failure", message=message, type=kind).text = message.replace(" | ", "\n")
+            ET.SubElement(tc, "failure", message=message, type=failure_type(o)).text = message.replace(" | ", "\n")
         details = [
             f"expect {'clean' if o.expect_clean else 'clones'}; mode {'analysis-only' if o.analysis_only else 'full'}"
         ]
         details += [render_copy(c) for c in [*o.clones, *o.other_clones]] + o.notes
+        details += [f"dump failed (the verdict stands): {f}" for f in o.report.get("dump_failures", [])]
         ET.SubElement(tc, "system-out").text = "\n".join(details)
     root = ET.Element("testsuites")
     root.append(suite)
@@ -51,4 +67,4 @@ def write_junit(outcomes: Sequence[Outcome], path: Path, seconds: float) -> None
     tree.write(path, encoding="utf-8", xml_declaration=True)
 
 
-__all__ = ["failure_message", "write_junit"]
+__all__ = ["failure_message", "failure_type", "write_junit"]

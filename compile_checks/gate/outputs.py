@@ -8,6 +8,7 @@ or removed (adding keys keeps it). Version 1: ``{"schema_version", "exit_code", 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -16,6 +17,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from compile_checks.check.recompiles import graphs_cell
+from compile_checks.explain.grouping import alike, group_explanations
 from compile_checks.gate.runner import PHASES, Outcome
 from compile_checks.verdict import render_copy
 
@@ -123,16 +125,35 @@ def timings_table(outcomes: Sequence[Outcome]) -> Any:
     return t
 
 
+def case_lines(o: Outcome, verbose: bool = False) -> list[str]:
+    """What the gate prints under the table for one case: each surviving copy (a negative control's too:
+    the evidence it still sees the bug), each explanation once per group of copies it explains alike
+    (``layers 0-2: ...``; ``verbose``: every copy with its own), why the case failed, and a dump failure."""
+    copies = [*o.clones, *o.other_clones]
+    keys = [alike(c["explanation"]) if c.get("explanation") else "" for c in copies]
+    shared = set() if verbose else {k for k, n in Counter(k for k in keys if k).items() if n > 1}
+    lines = [render_copy({**c, "explanation": None}) if k in shared else render_copy(c) for c, k in zip(copies, keys)]
+    grouped = [(c["pool"], c["explanation"]) for c, k in zip(copies, keys) if k in shared]
+    lines += [f"{label} ({count} copies): {text}" for label, text, count in group_explanations(grouped)]
+    lines += o.failure_reasons(copies_listed=True)
+    lines += [f"dump failed (the verdict stands): {f}" for f in o.report.get("dump_failures", [])]
+    return lines
+
+
 def print_results(
-    outcomes: Sequence[Outcome], *, title: str, code: int, seconds: float, notes: Sequence[str], timings: bool
+    outcomes: Sequence[Outcome],
+    *,
+    title: str,
+    code: int,
+    seconds: float,
+    notes: Sequence[str],
+    timings: bool,
+    verbose: bool = False,
 ) -> None:
     console = _console()
     console.print(verdict_table(outcomes, title))
     for o in outcomes:
-        # every surviving copy (a negative control's too: the evidence it still sees the bug), then
-        # why the case failed, if it did
-        lines = [render_copy(c) for c in [*o.clones, *o.other_clones]] + o.failure_reasons(copies_listed=True)
-        for line in lines:
+        for line in case_lines(o, verbose):
             console.print(f"  {o.label}: {line}", highlight=False, markup=False)
     for n in notes:
         console.print(f"note: {n}", highlight=False, markup=False)
@@ -142,4 +163,4 @@ def print_results(
     console.print(f"{len(outcomes)} case(s), {failed} failed, in {seconds:.1f} s; exit {code}", highlight=False)
 
 
-__all__ = ["SCHEMA_VERSION", "json_document", "print_results", "timings_table", "verdict_table"]
+__all__ = ["SCHEMA_VERSION", "case_lines", "json_document", "print_results", "timings_table", "verdict_table"]

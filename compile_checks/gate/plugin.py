@@ -23,9 +23,11 @@ CLI uses too) and fails the test unless the case met its expectation (a negative
 Analysis-only mode: the ``check``/``session``
 argument, else the marker's ``analysis_only``, else ``--compile-checks-analysis-only``.
 
-Each check writes its depyf dumps under ``tmp_path/compile_checks/check<N>``; the failure
-message names op, argument, pool, bytes and the dump's ``file:line``. Dumps of passing checks
-are removed unless ``--keep-compile-dumps`` is given; dumps of failing checks are kept.
+Dumps are written on request or on failure, under ``tmp_path/compile_checks/check<N>``:
+``--keep-compile-dumps`` runs every check under depyf and keeps its dump; otherwise no depyf runs,
+and a failing check gets the check's own dump (captured, post-grad and generated code per
+region, ``index.md``: :func:`compile_checks.explain.dumps.write_dump`), named in the failure
+message with each clone's ``file:line``. A dump that fails is a note, never the test's failure.
 
 Loading the plugin imports no torch (``compile_checks.case`` is torch-free; the checker,
 ``compile_checks.api``, is imported when a check first runs): a test session that never asks
@@ -35,7 +37,6 @@ for the fixture pays nothing.
 from __future__ import annotations
 
 import contextlib
-import shutil
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -132,18 +133,26 @@ class PoolCloneCheck:
         self._n += 1
         return d
 
-    def _finish(self, dump: Path, failure: Callable[[], str] | None) -> None:
-        """Raise with the failure message (dumps kept), or remove a passing check's dumps."""
-        if failure is not None:
-            raise AssertionError(f"{failure()}\ndumps kept at {dump}")
-        if not self.keep:
-            shutil.rmtree(dump, ignore_errors=True)
+    def _dump_dir(self, dump: Path) -> str | None:
+        """Where depyf dumps this check: only on request (``--keep-compile-dumps``)."""
+        return str(dump) if self.keep else None
+
+    def _finish(self, report: CloneReport, dump: Path, failure: Callable[[], str] | None) -> None:
+        """Raise with the failure message and the dump (written now from the check's records when
+        depyf did not run), or leave a passing check's requested dump."""
+        if failure is None:
+            return
+        if report.dump_dir is None:
+            from compile_checks.explain.dumps import write_dump  # lazy: it imports torch
+
+            write_dump(report, str(dump), fallback=True)
+        raise AssertionError(f"{failure()}\ndumps kept at {dump}")
 
     def _record(self, result: CaseResult, dump: Path) -> CaseResult:
         """Keep the result; fail the test unless it passed (:attr:`CaseResult.passed`)."""
         self.results.append(result)
         self.reports.append(result.report)
-        self._finish(dump, None if result.passed else lambda: _case_failure(result))
+        self._finish(result.report, dump, None if result.passed else lambda: _case_failure(result))
         return result
 
     def check(self, case: Case, *, analysis_only: bool | None = None) -> CaseResult:
@@ -152,7 +161,7 @@ class PoolCloneCheck:
             raise ValueError(f"check(case): case must be a compile_checks.Case, got {type(case).__name__}")
         mode = self.analysis_only if analysis_only is None else analysis_only
         dump = self._next_dir()
-        return self._record(run_case(case, analysis_only=mode, dump_dir=str(dump)), dump)
+        return self._record(run_case(case, analysis_only=mode, dump_dir=self._dump_dir(dump)), dump)
 
     @contextlib.contextmanager
     def session(
@@ -184,7 +193,7 @@ class PoolCloneCheck:
         mode = self.analysis_only if analysis_only is None else analysis_only
         dump = self._next_dir()
         started = time.perf_counter()
-        check = check_session(case, analysis_only=mode, dump_dir=str(dump))
+        check = check_session(case, analysis_only=mode, dump_dir=self._dump_dir(dump))
         with check:
             yield CheckSession(check, case.pipeline)
         self._record(case_result(case, check, None, started=started), dump)
@@ -206,9 +215,9 @@ class PoolCloneCheck:
         from compile_checks.api import analyze_pool_clones, format_report  # lazy: api imports torch
 
         dump = self._next_dir()
-        report = analyze_pool_clones(fn, *args, pools=pools, dump_dir=dump, **kwargs)
+        report = analyze_pool_clones(fn, *args, pools=pools, dump_dir=self._dump_dir(dump), **kwargs)
         self.reports.append(report)
-        self._finish(dump, None if report.check_passed else lambda: format_report(report))
+        self._finish(report, dump, None if report.check_passed else lambda: format_report(report))
         return report
 
 
@@ -218,7 +227,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--keep-compile-dumps",
         action="store_true",
         default=False,
-        help="keep depyf dumps of passing pool_clone_check checks too",
+        help="dump every pool_clone_check check with depyf and keep it (default: a dump of failing checks only)",
     )
     group.addoption(
         "--compile-checks-analysis-only",

@@ -24,14 +24,11 @@ from tqdm import tqdm
 from compile_checks.case import Case, CaseResult, run_case
 from compile_checks.ranks import RankedCase, RankedResult, run_ranked
 from compile_checks.verdict import case_passed, copy_fields, failure_reasons, render_copy, verdict_met
-from compile_checks.vocab import ErrorKind, Pipeline
+from compile_checks.vocab import PHASES, ErrorKind, Pipeline
 
 if TYPE_CHECKING:
-    from compile_checks.case import Case
     from compile_checks.gate.plan import CaseSource, GatePlan, PlannedCase
     from compile_checks.gate.targets import Declared
-
-PHASES: tuple[str, ...] = ("dynamo", "aot", "post_grad", "codegen")
 
 
 @dataclass
