@@ -223,7 +223,7 @@ def graph_ideal(graph: Any) -> GraphIdeal:
                         read -= back
             continue
         pairs = _bound(node)
-        mutated = [
+        mutated: list[Any] = [
             v for a, v in pairs if a.alias_info is not None and a.alias_info.is_write and isinstance(v, torch.fx.Node)
         ]
         roots = [_root(v) for v in mutated]
