@@ -114,7 +114,7 @@ def floor_run(case: Any) -> FloorRun:
     }
     run = FloorRun()
     t0 = time.perf_counter()
-    with _floor_inductor(run, patches) as backend, torch.no_grad():
+    with _floor_inductor(run, patches) as backend:
         if case.compile is not None:
             compiled = case.compile(backend) or case.fn
         else:
