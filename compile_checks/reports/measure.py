@@ -96,6 +96,9 @@ def prepare(case: Any, steps: int | None = None) -> Timed:
     import torch
     import torch._inductor.config as inductor_config
 
+    from compile_checks.pipelines import probe_cpu_isa
+
+    probe_cpu_isa()  # outside the compile's fresh cache folder (see probe_cpu_isa)
     patches = _inductor_patches(case)
     with inductor_config.patch(patches):
         compiled = compiled_as_the_case_says(case)
