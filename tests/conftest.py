@@ -23,6 +23,9 @@ def _inductor_caches_off():
     """Inductor's FX graph cache can hand back code compiled for another layout."""
     import torch._inductor.config as inductor_config
 
+    from compile_checks.pipelines import probe_cpu_isa
+
+    probe_cpu_isa()  # before caches go off: else every worker's first C++ build re-runs the probe (~8 s)
     old = inductor_config.force_disable_caches
     inductor_config.force_disable_caches = True
     torch.manual_seed(0)
