@@ -22,7 +22,7 @@ echo "[test] lint: ruff check, ruff format --check, mypy, lint-imports"
 .venv/bin/mypy
 .venv/bin/lint-imports
 echo "[test] pytest"
-.venv/bin/python -m pytest -q -n "${PYTEST_WORKERS:-2}" "$@"
+.venv/bin/python -m pytest -q -n "${PYTEST_WORKERS:-2}" --durations=15 "$@"
 echo "[test] compile gate (built-in cases, stock + vllm pipelines)"
 .venv/bin/compile-checks gate --timings --junitxml out/gate/junit.xml
 echo "[test] traffic report vs reports/baseline.json"

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import fcntl
 import math
+import pickle
 import re
 from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
 
 import torch
 
@@ -19,6 +23,31 @@ def check_rejects(fn: Callable[[], object], match: str) -> None:
     except Exception as err:
         raise AssertionError(f"expected ValueError naming {match!r}, got {type(err).__name__}: {err}") from err
     raise AssertionError(f"expected ValueError naming {match!r}; nothing was raised")
+
+
+T = TypeVar("T")
+
+
+def shared_truth(root: Path, key: str, compute: Callable[[], T]) -> T:
+    """``compute()`` once per test session, shared by every pytest-xdist worker (``conftest.truths``).
+
+    The expensive ground truths (full Inductor compiles read for their generated code) are asked for by
+    several tests that ``-n 2`` may place on different workers; the first asker computes and pickles
+    the plain-data result under the session's shared temporary folder, the others wait on its lock and
+    read it. ``compute`` must return picklable plain data (numbers, strings, lists), not tensors.
+    """
+    path = root / f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', key)}.pkl"
+    with open(path.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if path.exists():
+            with open(path, "rb") as f:
+                return pickle.load(f)  # written by this test session
+        value = compute()
+        tmp = path.with_suffix(".tmp")
+        with open(tmp, "wb") as f:
+            pickle.dump(value, f)
+        tmp.replace(path)
+        return value
 
 
 # Inductor's C++ wrapper allocates each buffer with empty_strided_cpu((shape), (stride), torch.dtype)

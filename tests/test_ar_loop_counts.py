@@ -61,6 +61,7 @@ def _args(fn):
     return (k, v, *step_args()), ({"k": k, "v": v} if fn is op_then_aten_commit_read_before else {"k": k})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("fn", "functionalization"), list(CASES), ids=[f"{f.__name__}-{v}" for f, v in CASES])
 def test_count_and_bytes_equal_the_generated_code(fn, functionalization: str) -> None:
     args, pools = _args(fn)

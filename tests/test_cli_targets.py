@@ -106,6 +106,7 @@ def test_eager_mismatch_exits_5(engine: Path, capsys: pytest.CaptureFixture[str]
     assert "NO (5.00e-01)" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_dump_compiles_fully_and_writes_an_index_per_case(
     engine: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -142,6 +142,7 @@ def test_list_names_every_scenario(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["list", "--junitxml", "x.xml"]) == 2
 
 
+@pytest.mark.slow
 def test_list_into_a_closed_pipe_exits_0() -> None:
     """``compile-checks list | head``: the reader is gone before the first write (was exit 4)."""
     proc = subprocess.Popen(

@@ -171,6 +171,7 @@ def test_scenario_verdict(name: str) -> None:
     assert cloned == {(c.arg, c.pool) for c in r.report.clones}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["fused", "read_after_write_no_reorder"])
 def test_full_inductor_compile_gives_the_analysis_only_verdict(name: str) -> None:
     """The fast mode used above must agree with a real compile (commit graph only, to stay short)."""

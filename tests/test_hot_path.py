@@ -147,6 +147,7 @@ def test_read_window_on_device_table_copies_nothing_host_to_device():
 # ── 3. import ar_paging without vLLM ────────────────────────────────────────
 
 
+@pytest.mark.slow
 def test_import_does_not_import_vllm():
     code = textwrap.dedent(
         """

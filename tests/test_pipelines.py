@@ -310,3 +310,22 @@ def test_module_through_vllms_wrapper_is_explained_at_the_users_line() -> None:
     assert "paged_write" in source[int(line) - 1]
     split = run_case(vllm_module_case(False, pipeline="vllm"), analysis_only=True)
     assert split.report.clones == [] and split.passed
+
+
+@pytest.mark.parametrize("analysis_only", [False, True])
+def test_full_compiles_probe_the_cpu_outside_the_fresh_cache(analysis_only: bool) -> None:
+    """A full compile probes Inductor's CPU vector ISA before compiling (outside the fresh cache
+    folder ``force_disable_caches`` gives each compile, where the probe's four g++ builds were
+    redone in every process); an analysis-only one, which builds no C++, does not."""
+    from unittest import mock
+
+    from torch._inductor import cpu_vec_isa
+
+    from compile_checks.api import CloneCheck
+    from compile_checks.pipelines import compile_for_pipeline
+    from compile_checks.vocab import Pipeline
+
+    check = CloneCheck(analysis_only=analysis_only)
+    with mock.patch.object(cpu_vec_isa, "valid_vec_isa_list", return_value=[]) as probe:
+        compile_for_pipeline(check, lambda x: x + 1, Pipeline.STOCK)  # compiles lazily: nothing runs yet
+    assert probe.call_count == (0 if analysis_only else 1)

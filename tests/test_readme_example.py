@@ -7,9 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow
 def test_paging_example_output_matches_readme() -> None:
     readme = (ROOT / "README.md").read_text()
     example = (ROOT / "examples" / "paging_example.py").read_text()

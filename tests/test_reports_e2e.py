@@ -102,3 +102,22 @@ def test_case_ideal_and_measured_ms(tmp_path, capsys, monkeypatch) -> None:
     df = pd.read_csv(out / "traffic.csv").set_index("scenario")
     assert list(df["ideal_bytes_per_step"]) == [1000] and set(df["ideal_source"]) == {"case"}
     assert all(0 < ms < 10_000 for ms in df["ms_per_step"])
+
+
+def test_measure_compiles_as_the_case_says() -> None:
+    """``--measure`` compiles with the case's own ``Case.compile`` (an engine compiled per block), under
+    the pipeline's Inductor settings, as ``run_case`` does (it used plain ``torch.compile(case.fn)``)."""
+    import torch._inductor.config as inductor_config
+
+    from compile_checks.case import Case
+    from compile_checks.reports.measure import prepare
+
+    seen: list[tuple[str, bool]] = []
+    calls: list[int] = []
+
+    def engine_compile(backend: str) -> None:
+        seen.append((backend, inductor_config.force_disable_caches))  # compiles its blocks in place
+
+    case = Case(name="blocks", fn=lambda: calls.append(1), compile=engine_compile, check_writes=False)
+    timed = prepare(case)
+    assert seen == [("inductor", True)] and calls == [1] and timed.steps == 1

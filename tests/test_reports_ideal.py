@@ -96,3 +96,63 @@ def test_a_surviving_clone_does_not_hide_the_window_read_from_the_ideal() -> Non
     assert split_clones == 0 and fused_clones >= 1  # the layouts really differ (negative control)
     assert split == GraphIdeal(write_bytes=2 * 4 * 64, read_bytes=2 * 8 * 64)
     assert fused == split
+
+
+# ── one traffic, four spellings: the ideal is the engine's work (window read + chunk write) ──
+
+
+def _window_attend(x: torch.Tensor, kw: torch.Tensor, vw: torch.Tensor) -> torch.Tensor:
+    return torch.einsum("thd,shd->thd", x, kw) + vw.sum(0)
+
+
+def _op_after_gather(k, v, x, window, slots):
+    out = _window_attend(x, k.index_select(0, window), v.index_select(0, window))
+    torch.ops.ar_paging.paged_write(k, v, x + out, x - out, slots)
+    return out
+
+
+def _aten_after_gather(k, v, x, window, slots):
+    out = _window_attend(x, k.index_select(0, window), v.index_select(0, window))
+    k[slots] = x + out
+    v[slots] = x - out
+    return out
+
+
+def _op_then_window_and_chunk(k, v, x, window, slots):
+    torch.ops.ar_paging.paged_write(k, v, x, x * 2, slots)
+    both = torch.cat([window, slots])  # the chunk is read back with the window
+    return _window_attend(x, k.index_select(0, both), v.index_select(0, both))
+
+
+def _aten_then_window_and_chunk(k, v, x, window, slots):
+    k[slots] = x
+    v[slots] = x * 2
+    both = torch.cat([window, slots])
+    return _window_attend(x, k.index_select(0, both), v.index_select(0, both))
+
+
+SPELLINGS = (_op_after_gather, _aten_after_gather, _op_then_window_and_chunk, _aten_then_window_and_chunk)
+
+
+def _report_ideal(fn: object, window_tokens: int) -> tuple[int | None, str]:
+    import ar_paging  # noqa: F401  (registers the op)
+    from compile_checks.reports.run import run_for_report
+    from compile_checks.vocab import Mode
+
+    k, v = torch.zeros(64, 2, 8), torch.zeros(64, 2, 8)
+    args = (k, v, torch.randn(4, 2, 8), torch.arange(window_tokens), torch.arange(32, 36))
+    case = Case(name=fn.__name__, fn=fn, args=args, pools={"k": k, "v": v})  # type: ignore[attr-defined]
+    return run_for_report(case, Mode.ANALYSIS_ONLY).ideal
+
+
+@pytest.mark.compile
+def test_one_traffic_spelled_four_ways_has_one_ideal() -> None:
+    """paged_write or ATen writes, before or after the window gather: the same engine work (an 8-token
+    window of K and V read, a 4-token chunk of K and V written) is one ideal. Before issue 18.6 these
+    were 1536, 1536, 2048 and 512 B (the chunk read back counted; a gather from an ATen-written pool
+    not counted). Negative control: a 12-token window is other traffic and gets another ideal."""
+    window_read, chunk_write = 2 * 8 * (2 * 8 * 4), 2 * 4 * (2 * 8 * 4)
+    ideals = {fn.__name__: _report_ideal(fn, 8) for fn in SPELLINGS}
+    assert set(ideals.values()) == {(window_read + chunk_write, "graph")}, ideals
+    wider = {_report_ideal(fn, 12)[0] for fn in (_op_after_gather, _aten_then_window_and_chunk)}
+    assert wider == {2 * 12 * (2 * 8 * 4) + chunk_write}

@@ -5,21 +5,26 @@ compiled module's ``call`` (``empty_strided_cpu``): Inductor only allocates a bu
 big to clone a pool (a functionalization clone, or the buffer of a functional
 ``index_put`` that is copied back). A clean commit writes the pools in place: no such buffer.
 
-One full compile per scenario, commit graph only (``denoise_steps=1``), cached per module.
+One full compile per scenario, commit graph only (``denoise_steps=1``), once per test session
+(``conftest.truths``: shared by the pytest-xdist workers).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from _checks import pool_sized_allocations
 from torch._inductor.utils import run_and_get_code
 
 from compile_checks.case import CaseResult, run_case
-from compile_checks.scenarios import SCENARIOS, Scenario, scenario_case
+from compile_checks.scenarios import SCENARIOS, scenario_case
 
-pytestmark = pytest.mark.compile
+pytestmark = [pytest.mark.compile, pytest.mark.slow]
+
+Truths = Callable[[str, Callable[[], Any]], Any]  # the conftest.truths fixture
 
 
 # commit graph only, 2 chunks (the second reads a resident window); the whole-model region
@@ -47,22 +52,18 @@ def test_pool_sized_allocations_parser() -> None:
     assert pool_sized_allocations(code, 1024 * 2 * 32 * 4) == [1024 * 2 * 32 * 4, 131072 * 2]
 
 
-_CACHE: dict[str, tuple[Scenario, CaseResult, list[str]]] = {}
-
-
-def compiled(name: str) -> tuple[Scenario, CaseResult, list[str]]:
-    """(scenario, run_case result, generated modules) of one full compile, cached."""
-    if name not in _CACHE:
-        s = dataclasses.replace(SCENARIOS[name], **NEW_SCENARIOS[name])
-        result, codes = run_and_get_code(run_case, scenario_case(s))
-        assert codes, f"{name}: Inductor generated no code"
-        _CACHE[name] = (s, result, codes)
-    return _CACHE[name]
-
-
-def code_copies(name: str) -> list[int]:
-    s, _, codes = compiled(name)
-    return sorted(b for code in codes for b in pool_sized_allocations(code, s.pool_bytes))
+def generated_truth(name: str) -> dict[str, Any]:
+    """One full compile of ``name``: the pool-sized buffers its generated code allocates, the check's
+    clones, compiled == eager (plain data, so ``conftest.truths`` shares it across workers)."""
+    s = dataclasses.replace(SCENARIOS[name], **NEW_SCENARIOS[name])
+    result, codes = run_and_get_code(run_case, scenario_case(s))
+    assert codes, f"{name}: Inductor generated no code"
+    return {
+        "code_copies": sorted(b for code in codes for b in pool_sized_allocations(code, s.pool_bytes)),
+        "check_copies": check_copies(result),
+        "eager_match": result.eager_match,
+        "notes": list(result.notes),
+    }
 
 
 def check_copies(result: CaseResult) -> list[int]:
@@ -71,19 +72,19 @@ def check_copies(result: CaseResult) -> list[int]:
 
 
 @pytest.mark.parametrize("name", list(NEW_SCENARIOS))
-def test_generated_code_shows_the_expected_verdict(name: str) -> None:
+def test_generated_code_shows_the_expected_verdict(name: str, truths: Truths) -> None:
     """Negative controls copy K and V (>= 2 pool-sized buffers); clean shapes allocate none."""
-    s, result, _ = compiled(name)
-    copies = code_copies(name)
-    if s.expect_clean:
+    truth = truths(f"generated_code/{name}", lambda: generated_truth(name))
+    copies = truth["code_copies"]
+    if SCENARIOS[name].expect_clean:
         assert copies == [], f"{name}: pool-sized buffers {copies} in a scenario expected clean"
     else:
         assert len(copies) >= 2, f"{name}: expected pool copies of K and V, generated code has {copies}"
-    assert result.eager_match, result.notes
+    assert truth["eager_match"], truth["notes"]
 
 
 @pytest.mark.parametrize("name", list(NEW_SCENARIOS))
-def test_check_verdict_equals_the_generated_code(name: str) -> None:
+def test_check_verdict_equals_the_generated_code(name: str, truths: Truths) -> None:
     """The check reports exactly the pool copies the generated code allocates (count and bytes)."""
-    _, result, _ = compiled(name)
-    assert check_copies(result) == code_copies(name)
+    truth = truths(f"generated_code/{name}", lambda: generated_truth(name))
+    assert truth["check_copies"] == truth["code_copies"]

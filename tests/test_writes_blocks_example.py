@@ -35,6 +35,7 @@ def test_the_three_cache_writes(write: str, kinds: list[str]) -> None:
         assert pools == {"layer0.k", "layer0.v", "layer1.k", "layer1.v"}
 
 
+@pytest.mark.slow
 def test_per_block_compile_is_one_graph_per_block() -> None:
     """One code object (``Block.forward``), one graph per block: dynamo guards on the block's index."""
     result = run_case(build_case("split"), analysis_only=True)

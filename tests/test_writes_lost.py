@@ -59,6 +59,7 @@ def test_unused_dummy_is_a_lost_write(analysis_only: bool) -> None:
     assert not cache.ne(0).any()
 
 
+@pytest.mark.slow
 def test_unused_dummy_evidence_from_generated_code() -> None:
     """Inductor's generated code for the negative control calls no KV update; the clean twin's writes."""
     cache, k, q = _inputs()
@@ -70,6 +71,7 @@ def test_unused_dummy_evidence_from_generated_code() -> None:
     assert cache[1].eq(1).all() and cache[3].eq(1).all()
 
 
+@pytest.mark.slow
 def test_dropped_only_by_codegen() -> None:
     """The post-grad graph keeps the op (analysis-only runs it: no lost write there, but an unanchored
     undeclared write fails the case); Inductor's generated code has no call and full codegen loses the write."""

@@ -22,7 +22,14 @@ from compile_checks.gate.junit import write_junit
 from compile_checks.gate.outdir import writable_dir_problem
 from compile_checks.gate.outputs import json_document, print_results
 from compile_checks.gate.plan import GatePlan, plan_builtin, plan_targets
-from compile_checks.gate.runner import auto_jobs, progress_callback, run_plan
+from compile_checks.gate.runner import (
+    auto_jobs,
+    import_torch_comparison,
+    import_torch_seconds,
+    process_seconds,
+    progress_callback,
+    run_plan,
+)
 from compile_checks.gate.shard import Shard, shard_plan
 from compile_checks.gate.targets import TargetError
 from compile_checks.pipelines.vllm_env import prepare_process_for_vllm
@@ -120,6 +127,7 @@ def run_gate(args: argparse.Namespace, command: str, mode: Mode, config: GateCon
         check_writable_file(junit)
     if dump_root is not None:
         check_writable_dir(dump_root)
+    import_torch = [import_torch_seconds()] if args.timings else []  # the unit of --timings' comparison
     on_done, close = progress_callback(len(gate_plan.cases), not args.no_progress)
     t0 = time.perf_counter()
     try:
@@ -151,6 +159,9 @@ def run_gate(args: argparse.Namespace, command: str, mode: Mode, config: GateCon
             )
             if dump_root is not None:
                 print(f"dumps: {dump_root}/<case>/index.md")
+            if import_torch:
+                wall = process_seconds() or seconds
+                print(import_torch_comparison(wall - import_torch[0], [*import_torch, import_torch_seconds()]))
     except BrokenPipeError:
         stdout_gone()
     return code

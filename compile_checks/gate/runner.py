@@ -1,20 +1,24 @@
 """Run a :class:`~compile_checks.gate.plan.GatePlan` through ``run_case``; one plain outcome per case.
 
 An :class:`Outcome` holds only plain data (no tensors, no functions) so it crosses a process
-boundary (``--jobs N`` runs cases in a spawn pool, each worker rebuilding its cases from the
-plan's description) and feeds the table, ``--json`` and the JUnit writer alike.
+boundary (``--jobs N`` runs cases in this process and ``N - 1`` spawned workers, each worker
+rebuilding its cases from the plan's description) and feeds the table, ``--json`` and the JUnit writer alike.
 A case that fails to compile does not stop the run: its outcome carries the error.
 """
 
 from __future__ import annotations
 
+import collections
 import multiprocessing
 import os
 import re
+import statistics
+import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -264,7 +268,8 @@ def _worker_run(planned: PlannedCase, dump_root: Path | None) -> Outcome:
 
 # --jobs default: measured on the 2-core box (README "Gate speed"), the 24-case default gate took
 # 79.9 s with 2 spawned workers vs 106.9 s in-process when the box was otherwise quiet; a worker
-# costs one torch/Inductor import (~5 s of CPU), so small plans stay in-process.
+# costs one torch/Inductor/vLLM import (~5-7 s of CPU), so small plans stay in-process (and with
+# --jobs 2 this process is one of the two).
 AUTO_JOBS_MIN_CASES = 8
 
 
@@ -279,33 +284,115 @@ def run_plan(
     jobs: int = 1,
     on_done: Callable[[Outcome], None] | None = None,
 ) -> list[Outcome]:
-    """Every planned case, in plan order; ``jobs > 1`` spreads them over spawned processes."""
+    """Every planned case, in plan order; ``jobs > 1`` runs them in this process and ``jobs - 1`` spawned ones."""
+    builder = CaseBuilder(plan.preloaded)
     if jobs <= 1 or len(plan.cases) <= 1:
-        builder = CaseBuilder(plan.preloaded)
         outcomes = []
         for planned in plan.cases:
             outcomes.append(run_planned(planned, builder, dump_root))
             if on_done is not None:
                 on_done(outcomes[-1])
         return outcomes
-    return _run_parallel(plan.cases, dump_root, jobs, on_done)
+    return _run_parallel(plan.cases, builder, dump_root, jobs, on_done)
 
 
 def _run_parallel(
-    cases: Sequence[PlannedCase], dump_root: Path | None, jobs: int, on_done: Callable[[Outcome], None] | None
+    cases: Sequence[PlannedCase],
+    builder: CaseBuilder,
+    dump_root: Path | None,
+    jobs: int,
+    on_done: Callable[[Outcome], None] | None,
 ) -> list[Outcome]:
+    """One queue of cases, served by this process and ``jobs - 1`` spawned workers.
+
+    This process is one of the ``jobs``: it has already imported torch, vLLM and the cases while
+    planning, where a spawned worker pays that import again (~7 s of CPU with vLLM). Each worker
+    takes its next case when it finishes one (a done-callback submits it), this process in between.
+    """
+    import torch  # lazy: planning stays torch-free
+
     threads = max(1, (os.cpu_count() or 1) // jobs)
     ctx = multiprocessing.get_context("spawn")  # fork after torch is imported is unsafe
+    # full compiles first: each is several analysis cases long, so they overlap the rest
+    queue = collections.deque(sorted(range(len(cases)), key=lambda i: cases[i].analysis_only))
+    lock = threading.Lock()
     results: dict[int, Outcome] = {}
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_worker_init, initargs=(threads,)) as pool:
-        # full compiles first: each is several analysis cases long, so they overlap the rest
-        order = sorted(range(len(cases)), key=lambda i: cases[i].analysis_only)
-        futures = {pool.submit(_worker_run, cases[i], dump_root): i for i in order}
-        for fut in as_completed(futures):
-            results[futures[fut]] = fut.result()
+    failures: list[BaseException] = []
+
+    def take() -> int | None:
+        with lock:
+            return queue.popleft() if queue else None
+
+    def record(i: int, outcome: Outcome) -> None:
+        with lock:
+            results[i] = outcome
             if on_done is not None:
-                on_done(results[futures[fut]])
+                on_done(outcome)
+
+    with ProcessPoolExecutor(
+        max_workers=jobs - 1, mp_context=ctx, initializer=_worker_init, initargs=(threads,)
+    ) as pool:
+
+        def submit_next() -> None:
+            i = take()
+            if i is None:
+                return
+            future = pool.submit(_worker_run, cases[i], dump_root)
+
+            def finished(f: Future[Outcome], i: int = i) -> None:
+                try:
+                    record(i, f.result())
+                except BaseException as e:  # a worker died (BrokenProcessPool): raised below, not lost
+                    failures.append(e)
+                    return
+                submit_next()
+
+            future.add_done_callback(finished)
+
+        for _ in range(jobs - 1):
+            submit_next()
+        saved = torch.get_num_threads()
+        torch.set_num_threads(threads)
+        try:
+            while (i := take()) is not None:
+                record(i, run_planned(cases[i], builder, dump_root))
+        finally:
+            torch.set_num_threads(saved)
+    if failures:
+        raise failures[0]
     return [results[i] for i in range(len(cases))]
+
+
+# ---- the gate against `python -c "import torch"` (--timings) ---------------------------------
+
+
+def import_torch_seconds() -> float:
+    """Wall seconds of ``python -c "import torch"`` with this interpreter: the gate's unit of cost."""
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "import torch"], check=True, capture_output=True)
+    return time.perf_counter() - t0
+
+
+def process_seconds() -> float | None:
+    """Wall seconds since this process started (Linux ``/proc``), the gate's whole cost; None elsewhere."""
+    try:
+        with open("/proc/self/stat") as f:
+            start_ticks = int(f.read().rsplit(")", 1)[1].split()[19])  # field 22, after "(comm)"
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return uptime - start_ticks / os.sysconf("SC_CLK_TCK")
+
+
+def import_torch_comparison(gate_seconds: float, import_torch: Sequence[float]) -> str:
+    """One line: the gate's wall as a multiple of ``import torch``, timed in the same run (side by side)."""
+    unit = statistics.median(import_torch)
+    samples = " / ".join(f"{t:.2f}" for t in import_torch)
+    return (
+        f'gate {gate_seconds:.1f} s (process wall) = {gate_seconds / unit:.1f}x `python -c "import torch"` '
+        f"({unit:.2f} s, median of {samples} s timed before and after the gate in this run)"
+    )
 
 
 def progress_callback(total: int, enabled: bool) -> tuple[Callable[[Outcome], None] | None, Callable[[], None]]:
@@ -327,8 +414,11 @@ __all__ = [
     "CaseBuilder",
     "Outcome",
     "auto_jobs",
+    "import_torch_comparison",
+    "import_torch_seconds",
     "outcome_from_ranked",
     "outcome_from_result",
+    "process_seconds",
     "progress_callback",
     "run_plan",
     "run_planned",

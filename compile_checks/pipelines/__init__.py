@@ -88,6 +88,21 @@ def resolve(case: CompileOptions) -> PipelineSettings:
 EngineCompile = Callable[[Callable[..., Any]], "Callable[..., Any] | None"]
 
 
+def probe_cpu_isa() -> None:
+    """Run Inductor's CPU vector-ISA probe now, outside the compile's fresh cache folder.
+
+    Why: the checks compile with ``force_disable_caches`` (caches of *graphs* lie), under which
+    Inductor gives each compile a fresh temporary cache folder; the first C++ codegen in a process
+    then re-builds and runs its ISA probe programs there (four g++ builds: ~8 s of a first full
+    compile's ~10 s on the 2-core box, ~0.1 s with the probe done here). The probe says what the
+    CPU and compiler can build; it does not depend on any graph, so its results kept in Inductor's
+    default cache folder are safe to reuse. Done once per process (Inductor caches it).
+    """
+    from torch._inductor import cpu_vec_isa
+
+    cpu_vec_isa.valid_vec_isa_list()
+
+
 def compile_for_pipeline(
     check: CloneCheck,
     fn: Callable[..., Any],
@@ -103,6 +118,8 @@ def compile_for_pipeline(
     ``engine_compile`` (``Case.compile``) replaces the plain ``torch.compile(fn)``: the engine
     compiles the way it does in production (per block, regionally) with ``check.backend``.
     """
+    if not check.probe.analysis_only:  # C++ codegen will run: probe the CPU outside the fresh cache
+        probe_cpu_isa()
     if engine_compile is not None:
         if pipeline == Pipeline.VLLM_PIECEWISE:  # the simulation splits one graph of its own compile
             raise ValueError("Case.compile cannot be combined with the vllm-piecewise pipeline")
@@ -138,5 +155,6 @@ __all__ = [
     "PipelineSettings",
     "compile_for_pipeline",
     "pipeline_settings",
+    "probe_cpu_isa",
     "resolve",
 ]

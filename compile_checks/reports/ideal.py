@@ -1,16 +1,28 @@
 """The ideal bytes of a user's case, derived from its compiled graphs (no model formulas).
 
-Whatever the pool layout, a step must at least (a) write what its mutating ops
-write into the pools and (b) read what its gathers read from them. Both are in the
-final post-grad graph of each compiled region:
+The ideal is the engine's work, whatever spelling its graph uses: per call of a compiled
+region, (a) the values its writes store into the pools (the chunk's K/V) and (b) the window
+it reads from them. Both are in the final post-grad graph of each compiled region:
 
 * writes: for every op call that mutates a graph input (a custom op such as
   ``paged_write``, ``index_put_``, ``index_copy_``, ``copy_`` into a slice...), the
   bytes of its non-mutated tensor arguments of the pool's dtype (the values it
-  stores). A ``copy_`` whose source is a clone is the copy-back of a surviving
-  clone: extra traffic, accounted in :mod:`compile_checks.reports.accounting`, not here.
+  stores). A ``copy_`` of a functional write of the same pool (``index_put`` left
+  functional, then copied back) stores that write's values, not the whole pool; a
+  ``copy_`` whose source is a clone is the copy-back of a surviving clone: extra
+  traffic, accounted in :mod:`compile_checks.reports.accounting`, not here.
 * reads: the output bytes of every gather (``index``, ``index_select``, ``gather``,
-  ``embedding``) whose source is a graph input (or a view of one).
+  ``embedding``) whose source is a pool (a graph input, a view, clone or written
+  version of one), less the rows this call wrote into that pool before the gather
+  when the gather's index is built from the write's slots: a window gathered *after*
+  the commit (write first, then read window + chunk) reads the chunk back, which the
+  engine already holds; its window read is the rest.
+
+So ``paged_write`` or ATen ``k[slots] = ...``, before or after the window gather, give
+one ideal for one traffic (``tests/test_reports_ideal.py``). A write repeated every
+call (a write-first spelling that re-writes the chunk at every denoising step) counts
+at every call: the graph cannot tell that the rows are the same; set
+``Case.ideal_bytes_per_call`` to state the ideal outright.
 
 :func:`record_final_graphs` collects this per compiled region while a case runs;
 :func:`ideal_bytes_per_run` weights it by the region's calls. Sizes of dynamic
@@ -27,6 +39,10 @@ from typing import Any
 
 GATHER_OPS: frozenset[str] = frozenset(
     {"aten::index", "aten::index_select", "aten::gather", "aten::embedding", "aten::_unsafe_index"}
+)
+# functional writes: a new tensor = the first argument with some rows replaced (same pool, new version)
+FUNCTIONAL_WRITE_OPS: frozenset[str] = frozenset(
+    {"aten::index_put", "aten::_unsafe_index_put", "aten::index_copy", "aten::scatter", "aten::slice_scatter"}
 )
 
 
@@ -114,42 +130,124 @@ def _bound(node: Any) -> list[tuple[Any, Any]]:
     return pairs
 
 
+def _returns_written_self(target: Any) -> bool:
+    """An in-place op whose output is its mutated first argument (``index_put_``, ``copy_``...)."""
+    schema = _schema(target)
+    if schema is None or not schema.returns or not schema.arguments:
+        return False
+    ret, first = schema.returns[0].alias_info, schema.arguments[0].alias_info
+    return ret is not None and ret.is_write and first is not None and first.is_write
+
+
+def _pool_of(node: Any) -> Any:
+    """The graph input (pool) a value is a view, clone or written version of; None when it is none."""
+    import torch.fx
+
+    while node.op == "call_function" and node.args and isinstance(node.args[0], torch.fx.Node):
+        name = str(getattr(_schema(node.target), "name", ""))
+        if not (
+            _is_view(node.target)
+            or _is_clone(node)
+            or _returns_written_self(node.target)
+            or name in FUNCTIONAL_WRITE_OPS
+        ):
+            break
+        node = node.args[0]
+    return node if node.op == "placeholder" else None
+
+
+def _stored_values(pairs: list[tuple[Any, Any]], mutated: list[Any]) -> tuple[int, bool]:
+    """Bytes of the values a write stores: its non-mutated tensor arguments of the pool's dtype."""
+    import torch.fx
+
+    dtypes = {v.meta["val"].dtype for v in mutated if "val" in v.meta}
+    total, symbolic = 0, False
+    for _a, v in pairs:
+        if (
+            isinstance(v, torch.fx.Node)
+            and v not in mutated
+            and "val" in v.meta
+            and getattr(v.meta["val"], "dtype", None) in dtypes
+        ):
+            n, sym = _nbytes(v)
+            total, symbolic = total + n, symbolic or sym
+    return total, symbolic
+
+
+def _index_nodes(args: Any) -> set[Any]:
+    """The integer tensor arguments (slots, indices) among ``args``, lists flattened."""
+    import torch
+    import torch.fx
+
+    found: set[Any] = set()
+    for a in args:
+        for v in a if isinstance(a, (list, tuple)) else (a,):
+            val = v.meta.get("val") if isinstance(v, torch.fx.Node) else None
+            if isinstance(val, torch.Tensor) and not val.dtype.is_floating_point and val.dtype != torch.bool:
+                found.add(v)
+    return found
+
+
+def _ancestors(nodes: set[Any]) -> set[Any]:
+    seen, todo = set(nodes), list(nodes)
+    while todo:
+        for parent in todo.pop().all_input_nodes:
+            if parent not in seen:
+                seen.add(parent)
+                todo.append(parent)
+    return seen
+
+
 def graph_ideal(graph: Any) -> GraphIdeal:
     """The write and read bytes one call of ``graph`` must move (see the module docstring)."""
     import torch.fx
 
     write = read = 0
     symbolic = False
+    # pool placeholder -> [slots nodes of a write, bytes it stored there not yet read back]
+    written: dict[Any, list[list[Any]]] = {}
     for node in graph.nodes:
         if node.op != "call_function" or _schema(node.target) is None:
             continue
         name = str(_schema(node.target).name)
         if name in GATHER_OPS and node.args and isinstance(node.args[0], torch.fx.Node):
-            source = _root(node.args[0])
-            if source.op == "placeholder" or (_is_clone(source) and _root(source.args[0]).op == "placeholder"):
-                # a gather from a surviving clone of a pool still reads the window once: ideal
+            pool = _pool_of(node.args[0])
+            if pool is not None:  # a gather from a pool, a surviving clone or a written version of it
                 n, sym = _nbytes(node)
                 read, symbolic = read + n, symbolic or sym
+                index_from = _ancestors(_index_nodes(node.args[1:])) if pool in written else set()
+                for entry in written.get(pool, []):
+                    if entry[0] & index_from:  # the chunk this call wrote, read back by its own slots
+                        back = min(n, entry[1])
+                        entry[1] -= back
+                        read -= back
             continue
         pairs = _bound(node)
-        mutated = [
+        mutated: list[Any] = [
             v for a, v in pairs if a.alias_info is not None and a.alias_info.is_write and isinstance(v, torch.fx.Node)
         ]
         roots = [_root(v) for v in mutated]
         if not mutated or not any(r.op == "placeholder" or _is_clone(r) for r in roots):
             continue  # writes only an intermediate: not pool traffic
-        if name == "aten::copy_" and isinstance(node.args[1], torch.fx.Node) and _is_clone(_root(node.args[1])):
+        source = node.args[1] if name == "aten::copy_" and len(node.args) > 1 else None
+        if isinstance(source, torch.fx.Node) and _is_clone(_root(source)):
             continue  # the copy-back of a surviving clone: extra, not ideal
-        dtypes = {v.meta["val"].dtype for v in mutated if "val" in v.meta}
-        for _a, v in pairs:
-            if (
-                isinstance(v, torch.fx.Node)
-                and v not in mutated
-                and "val" in v.meta
-                and getattr(v.meta["val"], "dtype", None) in dtypes
-            ):
-                n, sym = _nbytes(v)
-                write, symbolic = write + n, symbolic or sym
+        writer, values = node, pairs
+        if (
+            isinstance(source, torch.fx.Node)
+            and str(getattr(_schema(source.target), "name", "")) in FUNCTIONAL_WRITE_OPS
+            and _pool_of(source) is not None
+            and _pool_of(source) == _pool_of(node.args[0])
+        ):
+            # a functional write of this pool copied back: it stores that write's values
+            writer, values = source, [(None, v) for _a, v in _bound(source)[1:]]
+            mutated = [source.args[0]]
+        n, sym = _stored_values(values, mutated)
+        write, symbolic = write + n, symbolic or sym
+        pools = [p for p in (_pool_of(v) for v in mutated) if p is not None]
+        slots = _index_nodes(writer.args[1:])
+        for p in pools:  # the values split evenly over the pools written (paged_write: new_k -> k, new_v -> v)
+            written.setdefault(p, []).append([slots, n // len(pools)])
     return GraphIdeal(write, read, symbolic)
 
 

@@ -74,13 +74,34 @@ def _inductor_patches(case: Any) -> dict[str, Any]:
     }
 
 
+def compiled_as_the_case_says(case: Any) -> Any:
+    """``case.fn`` compiled the way ``run_case`` compiles it, without the check's hooks.
+
+    Not ``run_case`` itself: the check wraps every compiled region and graph call (attribution,
+    the write watch), which would be timed with the step. What ``run_case`` takes from the case is
+    kept: ``Case.compile`` (the engine's own per-block / regional compile, handed Inductor as its
+    backend), ``dynamic``, ``fullgraph`` and ``mode``; the pipeline's Inductor settings are patched
+    in by the caller (``_inductor_patches``).
+    """
+    import torch
+
+    if case.compile is not None:
+        compiled = case.compile("inductor")
+        return case.fn if compiled is None else compiled
+    return torch.compile(fresh_function(case.fn), dynamic=case.dynamic, fullgraph=case.fullgraph, mode=case.mode)
+
+
 def prepare(case: Any, steps: int | None = None) -> Timed:
     """Compile ``case`` fully and run it once (compile + warm-up); ``steps`` None: count calls."""
     import torch
     import torch._inductor.config as inductor_config
 
-    compiled = torch.compile(fresh_function(case.fn), dynamic=case.dynamic)
+    from compile_checks.pipelines import probe_cpu_isa
+
+    probe_cpu_isa()  # outside the compile's fresh cache folder (see probe_cpu_isa)
     patches = _inductor_patches(case)
+    with inductor_config.patch(patches):
+        compiled = compiled_as_the_case_says(case)
 
     def run() -> Any:
         counter = CallCounter(compiled)
@@ -134,4 +155,12 @@ def measure(
         torch.set_num_threads(saved)
 
 
-__all__ = ["DEFAULT_ROUNDS", "CallCounter", "fresh_function", "measure", "scenario_measure_case", "time_interleaved"]
+__all__ = [
+    "DEFAULT_ROUNDS",
+    "CallCounter",
+    "compiled_as_the_case_says",
+    "fresh_function",
+    "measure",
+    "scenario_measure_case",
+    "time_interleaved",
+]
