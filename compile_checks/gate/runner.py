@@ -41,7 +41,7 @@ class Outcome:
 
     label: str
     group: str
-    pipeline: Pipeline
+    pipeline: Pipeline | str  # a Pipeline; a scan's rows say "trace" (compile_checks.scan: any pipeline logged it)
     expect_clean: bool
     analysis_only: bool
     codegen_smoke: bool = False

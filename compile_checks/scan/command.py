@@ -14,7 +14,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -31,9 +31,9 @@ from compile_checks.scan.copies import GraphScan, scan_graph
 from compile_checks.scan.folders import read_path
 from compile_checks.scan.inputs import PoolMap
 from compile_checks.verdict import render_copy
-from compile_checks.vocab import ErrorKind, ExitCode, Pipeline
+from compile_checks.vocab import ErrorKind, ExitCode
 
-TRACE = cast(Pipeline, "trace")  # the Outcome's pipeline column: the scan reads what any pipeline logged
+TRACE = "trace"  # the Outcome's pipeline column: the scan reads what any pipeline logged
 # op namespaces whose registering module the scan imports itself when a graph calls them
 KNOWN_OP_MODULES = {"ar_paging": "ar_paging", "compile_checks_scenarios": "compile_checks.scenarios.model"}
 
