@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from compile_checks.case import Case, CaseResult, case_result, check_session, run_case
+from compile_checks.gate.log_capture import torch_trace_uncaptured
 from compile_checks.pipelines import compile_for_pipeline
 from compile_checks.vocab import Pipeline
 
@@ -240,6 +241,25 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", _MARKER_HELP)
+
+
+# trylast: inside pytest's own logging wrapper, which has attached its handlers by then
+@pytest.hookimpl(wrapper=True, trylast=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    with torch_trace_uncaptured():
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True, trylast=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    with torch_trace_uncaptured():
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True, trylast=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
+    with torch_trace_uncaptured():
+        return (yield)
 
 
 @pytest.fixture
