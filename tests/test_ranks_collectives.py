@@ -29,7 +29,7 @@ def _generated_code(dump: Path) -> str:
 def test_an_out_of_place_collective_on_a_pool_is_a_copy_and_a_reinplaced_one_is_not(tmp_path: Path) -> None:
     ranked = RankedCase("collective", factories.collective_on_pool, expect_clean_by_rank=(False, True), timeout_s=240)
     result = run_ranked(ranked, analysis_only=False, dump_dir=str(tmp_path))
-    assert result.passed, result.errors or result.rank_failures
+    assert result.passed, "\n".join(result.errors or result.rank_failures)  # a str: pytest prints it whole
     (copy,) = result.copies()
     assert (copy["rank"], copy["kind"], copy["op"], copy["pool"]) == (
         0,
@@ -52,7 +52,7 @@ def test_vllms_all_reduce_custom_op_in_the_graph_is_no_copy_and_hides_none(tmp_p
     gather-before-commit still shows its copy, so the ranks differ."""
     ranked = RankedCase("vllm_all_reduce", factories.vllm_all_reduce, expect_clean_by_rank=(True, False), timeout_s=240)
     result = run_ranked(ranked, analysis_only=True, dump_dir=str(tmp_path))
-    assert result.passed, result.errors or result.rank_failures
+    assert result.passed, "\n".join(result.errors or result.rank_failures)  # a str: pytest prints it whole
     for rank in (0, 1):  # the custom op is in each rank's compiled graph, not a graph break
         (graph,) = (tmp_path / f"rank{rank}").glob("__compiled_fn_*.Forward_graph.0.py")
         assert "torch.ops.vllm.all_reduce.default(" in graph.read_text()
