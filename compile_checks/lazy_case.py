@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from compile_checks.case.definition import Case
 from compile_checks.case.expectation import Expectation, ExpectClean, normalized_expectation
 from compile_checks.errors import CompileChecksError
-from compile_checks.vocab import PIPELINES, Pipeline
+from compile_checks.vocab import Pipeline, pipeline_named
 
 
 class LazyCaseError(CompileChecksError, ValueError):
@@ -42,12 +42,7 @@ class LazyCase(Expectation):
             raise ValueError(f"LazyCase.name must be a non-empty string, got {self.name!r}")
         if not callable(self.build):
             raise ValueError(f"LazyCase {self.name!r}: build must be a zero-argument callable returning a Case")
-        try:
-            object.__setattr__(self, "pipeline", Pipeline(self.pipeline))
-        except ValueError:
-            raise ValueError(
-                f"LazyCase {self.name!r}: pipeline {self.pipeline!r} is not one of {', '.join(PIPELINES)}"
-            ) from None
+        object.__setattr__(self, "pipeline", pipeline_named(self.pipeline, f"LazyCase {self.name!r}", ValueError))
         expect, pipeline = normalized_expectation(self.name, self.expect_clean, self.pipeline)
         object.__setattr__(self, "expect_clean", expect)
         object.__setattr__(self, "pipeline", pipeline)

@@ -136,6 +136,18 @@ class CompileProblem(StrEnum):
 __all__ += ["CompileProblem", "WriteProblem"]
 
 
+def pipeline_named(value: str, owner: str, error: type[Exception] = ValueError) -> Pipeline:
+    """``value`` as a :class:`Pipeline`, or ``error`` naming ``owner`` (``Case 'split'``) and the choices:
+    the one wording every declared case (``Case``, ``LazyCase``, ``RankedCase``) validates its pipeline with."""
+    try:
+        return Pipeline(value)
+    except ValueError:
+        raise error(f"{owner}: pipeline {value!r} is not one of the pipelines {', '.join(PIPELINES)}") from None
+
+
+__all__ += ["pipeline_named"]
+
+
 class BlindSpot(StrEnum):
     """What the check could not see into (compile_checks.check.graph.blind_spots): it fails the case unless allowed."""
 

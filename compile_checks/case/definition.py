@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from compile_checks.case.expectation import Expectation, ExpectClean, normalized_expectation
 from compile_checks.pipelines import EngineCompile
-from compile_checks.vocab import FUNCTIONALIZATIONS, PIPELINES, Functionalization, Pipeline
+from compile_checks.vocab import FUNCTIONALIZATIONS, Functionalization, Pipeline, pipeline_named
 
 if TYPE_CHECKING:  # torch is imported lazily: loading a case file must stay cheap
     import torch
@@ -93,12 +93,7 @@ class Case(Expectation):
             raise ValueError(f"Case {self.name!r}: fn must be callable, got {type(self.fn).__name__}")
         if self.driver is not None and not callable(self.driver):
             raise ValueError(f"Case {self.name!r}: driver must be callable or None")
-        try:
-            object.__setattr__(self, "pipeline", Pipeline(self.pipeline))
-        except ValueError:
-            raise ValueError(
-                f"Case {self.name!r}: pipeline {self.pipeline!r} is not one of the pipelines {', '.join(PIPELINES)}"
-            ) from None
+        object.__setattr__(self, "pipeline", pipeline_named(self.pipeline, f"Case {self.name!r}", ValueError))
         if self.functionalization is not None:
             try:
                 object.__setattr__(self, "functionalization", Functionalization(self.functionalization))

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from compile_checks.errors import CompileChecksError
-from compile_checks.vocab import PIPELINES, Pipeline
+from compile_checks.vocab import Pipeline, pipeline_named
 
 if TYPE_CHECKING:
     from compile_checks.case import Case
@@ -147,12 +147,9 @@ class RankedCase:
             raise RankedCaseError(f"RankedCase.name must be a non-empty string, got {self.name!r}")
         if not isinstance(self.world_size, int) or self.world_size < 1:
             raise RankedCaseError(f"RankedCase {self.name!r}: world_size must be an int >= 1, got {self.world_size!r}")
-        try:
-            object.__setattr__(self, "pipeline", Pipeline(self.pipeline))
-        except ValueError:
-            raise RankedCaseError(
-                f"RankedCase {self.name!r}: pipeline {self.pipeline!r} is not one of {', '.join(PIPELINES)}"
-            ) from None
+        object.__setattr__(
+            self, "pipeline", pipeline_named(self.pipeline, f"RankedCase {self.name!r}", RankedCaseError)
+        )
         by_rank = self.expect_clean_by_rank
         if by_rank is not None:
             by_rank = tuple(by_rank)
