@@ -38,6 +38,7 @@ from typing import Any
 
 from compile_checks.errors import UnwritableOutput, UsageError
 from compile_checks.gate.config import ConfigError, GateConfig, load_config
+from compile_checks.gate.stderr_noise import HeldStderr, held_stderr, wanted
 from compile_checks.vocab import PIPELINES, ExitCode, Mode
 
 Option = tuple[tuple[str, ...], dict[str, Any]]
@@ -331,17 +332,27 @@ def _main(argv: list[str]) -> int:
         args = _merge(_parser().parse_args(argv))
     except SystemExit as e:  # argparse printed its usage line (or --help)
         return ExitCode.USAGE if e.code not in (0, None) else ExitCode.CLEAN
-    try:
-        return _run(args)
+    held = HeldStderr()
+    try:  # torch's, vLLM's and the cases' stderr held, shown when the run fails (gate/stderr_noise.py)
+        with held_stderr(wanted(bool(getattr(args, "verbose", False)))) as held:
+            code = _run(args)
     except UsageError as e:
+        held.show(failed=True)
         print(f"error: {e}", file=sys.stderr)
         return ExitCode.USAGE
     except UnwritableOutput as e:
+        held.show(failed=True)
         print(f"error: {e}", file=sys.stderr)
         return ExitCode.UNWRITABLE
     except KeyboardInterrupt:
+        held.show(failed=True)
         print("interrupted", file=sys.stderr)
         return ExitCode.INTERRUPTED
+    except BaseException:
+        held.show(failed=True)
+        raise
+    held.show(failed=code != ExitCode.CLEAN)
+    return code
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from tqdm import tqdm
 
 from compile_checks.case import Case, CaseResult, run_case
+from compile_checks.gate.stderr_noise import terminal
 from compile_checks.ranks import RankedCase, RankedResult, run_ranked
 from compile_checks.verdict import case_passed, copy_fields, failure_reasons, render_copy, verdict_met
 from compile_checks.vocab import PHASES, ErrorKind, Pipeline
@@ -396,10 +397,11 @@ def import_torch_comparison(gate_seconds: float, import_torch: Sequence[float]) 
 
 
 def progress_callback(total: int, enabled: bool) -> tuple[Callable[[Outcome], None] | None, Callable[[], None]]:
-    """A tqdm bar on stderr when it is a terminal (and ``enabled``); (callback, close)."""
-    if not enabled or not sys.stderr.isatty():
+    """A tqdm bar on the real stderr when it is a terminal (and ``enabled``); (callback, close)."""
+    stream = terminal()  # torch's stderr may be held (stderr_noise); the bar is ours
+    if not enabled or not stream.isatty():
         return None, lambda: None
-    bar = tqdm(total=total, desc="gate", unit="case", file=sys.stderr, leave=False)
+    bar = tqdm(total=total, desc="gate", unit="case", file=stream, leave=False)
 
     def done(o: Outcome) -> None:
         bar.set_postfix_str(o.label)

@@ -12,7 +12,6 @@ scenarios (``--scenario``, or when there are no targets). Every case runs throug
 from __future__ import annotations
 
 import importlib.util
-import sys
 import time
 import traceback
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from tqdm import tqdm
 from compile_checks.errors import UnwritableOutput, UsageError
 from compile_checks.gate.config import ConfigError, load_config
 from compile_checks.gate.outdir import writable_dir_problem
+from compile_checks.gate.stderr_noise import terminal
 from compile_checks.gate.targets import TargetError, load_targets
 from compile_checks.pipelines.vllm_env import prepare_process_for_vllm
 from compile_checks.reports import run as report_run
@@ -62,7 +62,7 @@ class ReportRequest:
 
 
 def _err(msg: str) -> None:
-    print(f"error: {msg}", file=sys.stderr)
+    print(f"error: {msg}", file=terminal())  # the real stderr, also while torch's is held
 
 
 def check_writable(out: Path) -> None:
@@ -154,7 +154,7 @@ def run_report(req: ReportRequest) -> ExitCode:
         _err(f"a case failed: {type(e).__name__}: {e}")
         try:
             (req.out / "error.txt").write_text("".join(traceback.format_exception(e)))
-            print(f"report: full traceback in {req.out / 'error.txt'}", file=sys.stderr)
+            print(f"report: full traceback in {req.out / 'error.txt'}", file=terminal())
         except OSError:
             pass
         return ExitCode.COMPILE
@@ -172,7 +172,7 @@ def _tables(req: ReportRequest, scenarios: list[Any], cases: list[Any], video_ch
 
     builtin, targets = [], []
     with tqdm(
-        total=len(scenarios) + len(cases), desc="report", unit="case", disable=not req.progress, file=sys.stderr
+        total=len(scenarios) + len(cases), desc="report", unit="case", disable=not req.progress, file=terminal()
     ) as bar:
         for s in scenarios:
             bar.set_postfix_str(s.name)
@@ -232,7 +232,7 @@ def _finish(req: ReportRequest, got: dict[str, Any], df: Any, nodes: Any, starte
         print(f"baseline: {name} improved (fewer clones or bytes); consider --write-baseline")
     if not cmp.ok:
         for r in cmp.regressions:
-            print(f"baseline: REGRESSION {r.describe()}", file=sys.stderr)
+            print(f"baseline: REGRESSION {r.describe()}", file=terminal())
         return ExitCode.NOT_MET
     print(f"baseline: ok, nothing grew against {req.baseline}")
     return ExitCode.CLEAN
