@@ -16,7 +16,10 @@ a custom op it has no lowering for: pools not on the CPU (CUDA keeps its Python 
 on at compile time (``ar_paging.debug_checks_enabled()``: the slot range/duplicate checks need the
 kernel), ``AR_PAGING_LOWERING=0``. What the lowered path guarantees: shapes, dtypes and devices are
 checked by the fake at trace time (the same ``_check_shapes``); each slot is bounds-checked by
-Inductor's indirect-indexing assert (``index out of bounds``) before its row is stored; no aliasing
+Inductor's indirect-indexing assert (a ``RuntimeError`` "index out of bounds", negative slots
+included) before its row is stored, but rows of earlier tokens may already be stored (the
+kernels check every slot first, in debug mode only: without it their ``index_copy_`` fails at the
+first bad slot too); no aliasing
 check runs (Inductor tracks its buffers' reads and writes, and ``index_put_impl_`` realizes a source
 that reads the pool it writes); duplicate slots are unchecked, as in the kernel without debug mode.
 
@@ -77,11 +80,30 @@ def _lower_paged_write(k_pool: Any, v_pool: Any, new_k: Any, new_v: Any, slot_ma
         return _fallback(k_pool, v_pool, new_k, new_v, slot_mapping)
     view = inductor_lowering.view
     slots = slot_mapping if len(slot_mapping.get_size()) == 1 else view(slot_mapping, [-1])
+    slots = _negatives_out_of_range(slots, k_pool.get_size()[0])
     for pool, chunk in ((k_pool, new_k), (v_pool, new_v)):
         if len(chunk.get_size()) == 4:
             chunk = view(chunk, [-1, *chunk.get_size()[2:]])
         inductor_lowering.index_put_impl_(pool, [slots], chunk, False, check=True, may_realize=True)
     return ()
+
+
+def _negatives_out_of_range(slots: Any, num_slots: Any) -> Any:
+    """A negative slot becomes ``num_slots``, so the bounds assert refuses it: ``index_put_`` would
+    wrap it (``-1``: the last slot) where the kernels' ``index_copy_`` refuses it. Fused, no buffer."""
+    from torch._inductor import ir
+    from torch._inductor.virtualized import ops
+
+    load = slots.make_loader()
+
+    def inner(index: Any) -> Any:
+        slot = load(index)
+        negative = ops.lt(slot, ops.constant(0, torch.int64))
+        return ops.where(negative, ops.index_expr(num_slots, torch.int64), slot)
+
+    return ir.Pointwise.create(
+        device=slots.get_device(), dtype=torch.int64, inner_fn=inner, ranges=list(slots.get_size())
+    )
 
 
 def _fallback(*args: Any) -> Any:
