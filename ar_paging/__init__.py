@@ -11,6 +11,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from ar_paging.debug_checks import debug_checks_enabled, set_debug_checks
+from ar_paging.lowering import lowering_enabled, set_lowering_enabled
 from ar_paging.overlap import tensors_overlap
 from ar_paging.paged_write import kernel as paged_write_kernel
 from ar_paging.paged_write import paged_write, pool_write_chunk
@@ -52,6 +53,7 @@ __all__ = [
     "compute_slot_mapping",
     "debug_checks_enabled",
     "gather_window",
+    "lowering_enabled",
     "paged_write",
     "paged_write_kernel",
     "pool_write_chunk",
@@ -59,5 +61,6 @@ __all__ = [
     "resident_block_ids",
     "resident_window",
     "set_debug_checks",
+    "set_lowering_enabled",
     "tensors_overlap",
 ]

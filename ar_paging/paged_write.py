@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import torch
 
+from ar_paging import lowering as _lowering
 from ar_paging import native as _native
 from ar_paging.debug_checks import add_debug_checks_listener, debug_checks_enabled
 from ar_paging.overlap import byte_span, spans_overlap, tensors_overlap
@@ -202,6 +203,7 @@ def _paged_write_fake(
     slot_mapping: torch.Tensor,
 ) -> None:
     _check_shapes(k_pool, v_pool, new_k, new_v, slot_mapping)
+    _lowering.ensure_registered()  # traced here before any Inductor lowering: see ar_paging.lowering
 
 
 _LIB = torch.library.Library("ar_paging", "FRAGMENT")  # kept alive: dropping it unregisters the op

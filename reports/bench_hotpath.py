@@ -11,8 +11,9 @@ DataFrame from one function so ``python -m reports.bench`` can print them too:
   vs ``torch.library.Library`` + ``register_fake`` (vLLM's
   ``direct_register_custom_op`` way), and both with an empty body.
 * ``compiled_step_table``: a compiled commit step (per layer: gather a window, mix
-  it into the chunk's K/V, commit) with ``paged_write`` (and with the pure-Python
-  kernel) vs the same step written with Inductor's native ``index_copy_``, at
+  it into the chunk's K/V, commit) with ``paged_write`` (lowered to Inductor's scatter,
+  ``ar_paging.lowering``; with the lowering off, i.e. the fallback op call; and the op
+  with the pure-Python kernel) vs the same step written with Inductor's native ``index_copy_``, at
   small windows (32 tokens x 2 layers, 48 x 1) and a realistic one (2048 x 1).
 * ``resident_window_table``: ``resident_window`` vs a vectorized reference (the
   bare expansion, no validation) and vs the previous implementation, at windows
@@ -184,6 +185,12 @@ def _commit_op(k_pool, v_pool, new_k, new_v, slots):
     torch.ops.ar_paging.paged_write(k_pool, v_pool, new_k, new_v, slots)
 
 
+def _commit_op_fallback(k_pool, v_pool, new_k, new_v, slots):
+    """``_commit_op`` under another identity: dynamo guards on it, so this step compiles on its own
+    (with the lowering off) instead of reusing the lowered one."""
+    torch.ops.ar_paging.paged_write(k_pool, v_pool, new_k, new_v, slots)
+
+
 def _commit_python(k_pool, v_pool, new_k, new_v, slots):
     """The same op body as the pure-Python kernel (``Library`` registration, bench namespace)."""
     torch.ops.ar_paging_bench.write_library(k_pool, v_pool, new_k, new_v, slots)
@@ -208,6 +215,7 @@ def _make_step(commit: Callable[..., None]) -> Callable[..., torch.Tensor]:
 
 
 step_paged_write = _make_step(_commit_op)
+step_paged_write_fallback = _make_step(_commit_op_fallback)
 step_python_kernel = _make_step(_commit_python)
 step_native = _make_step(_commit_native)
 
@@ -245,11 +253,17 @@ def compiled_step_table(
         compiled = {
             "native index_copy_": torch.compile(step_native, fullgraph=True, dynamic=False),
             "paged_write": torch.compile(step_paged_write, fullgraph=True, dynamic=False),
+            "paged_write, lowering off": torch.compile(step_paged_write_fallback, fullgraph=True, dynamic=False),
             "paged_write Python kernel": torch.compile(step_python_kernel, fullgraph=True, dynamic=False),
         }
         for name, fn in compiled.items():  # same pools as the eager step, or the timing is meaningless
             got = ([p.clone() for p in k_pools], [p.clone() for p in v_pools])
-            fn(*got, *args[2:])
+            lowering_was = ar_paging.lowering_enabled()
+            ar_paging.set_lowering_enabled(name != "paged_write, lowering off")  # read when the first call compiles
+            try:
+                fn(*got, *args[2:])
+            finally:
+                ar_paging.set_lowering_enabled(lowering_was)
             want = ([p.clone() for p in k_pools], [p.clone() for p in v_pools])
             step_native(*want, *args[2:])
             if not all(torch.allclose(a, b, atol=1e-5) for a, b in zip(got[0] + got[1], want[0] + want[1])):

@@ -357,7 +357,11 @@ def commit_step(k_pools, v_pools, x, window, slots):
 
 @pytest.mark.compile
 @needs_native
-def test_compiled_step_equals_eager_with_the_native_kernel():
+@pytest.mark.parametrize("lowered", [False, True], ids=["lowering-off", "lowering-on"])
+def test_compiled_step_equals_eager_with_the_native_kernel(lowered, monkeypatch):
+    """Lowering off: the compiled code calls the C++ kernel once a layer. On (the default, see
+    ``ar_paging.lowering``): Inductor's scatter writes the pools and the kernel is never called."""
+    monkeypatch.setattr(ar_paging.lowering, "_enabled", lowered)
     gen = torch.Generator().manual_seed(3)
     layers, slots_n = 2, 64
     pools = [
@@ -375,7 +379,7 @@ def test_compiled_step_equals_eager_with_the_native_kernel():
     want = commit_step(eager_k, eager_v, x, window, slots)
     comp_k, comp_v = clones()
     names = profiled_names(lambda: compiled(comp_k, comp_v, x, window, slots))
-    assert names.count(NATIVE_EVENT) == layers, names  # the compiled code called the C++ kernel, once a layer
+    assert names.count(NATIVE_EVENT) == (0 if lowered else layers), names  # the C++ kernel, once a layer
     got = compiled(*clones(), x, window, slots)
     torch.testing.assert_close(got, want)
     for a, b, before in zip(comp_k + comp_v, eager_k + eager_v, [p[0] for p in pools] + [p[1] for p in pools]):
