@@ -100,6 +100,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=_queue_rank)  # stable: the order within a rank is the collection order
 
 
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """``--dist loadgroup`` (pyproject addopts): every test its own unit, except a shared-setup module's."""
     if config.getoption("dist") != "loadgroup":
