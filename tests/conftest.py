@@ -53,3 +53,62 @@ def truths(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str, Callable[
     root = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "truths"  # the workers' common parent
     root.mkdir(exist_ok=True)
     return lambda key, compute: shared_truth(root, key, compute)
+
+
+# ---- pytest-xdist: shared setup on one worker, the longest work first ----------------------------------
+# A test module whose tests share an expensive module/session fixture runs on one worker, so the fixture is
+# built once (a module fixture is per worker) and no worker waits on the other's lock. Each group is one
+# unit of work, handed out in collection order (`--no-loadscope-reorder`): the longest units go first, so
+# the two workers finish together instead of one idling while the other runs a 30 s unit last.
+# (xdist_group marks do not group here: xdist 3.8 renames `item._nodeid`, which pytest 9.2 no longer reads;
+# so `--dist loadgroup` gets this scheduler, which groups by file name.)
+SHARED_SETUP_GROUPS = {
+    "test_scan_agreement.py": "scan_traces",  # session fixture: one subprocess, 4 full compiles
+    "test_ranks_example.py": "ranks_example",  # module fixture: the 2-rank example through the gate
+    "test_example_engine.py": "example_engine",  # module fixture: the example engine's cases
+    "test_scenarios_cases.py": "scenarios_cases",  # functools.cache: one analysis run per scenario
+}
+# the longest single tests and groups (--durations), first in the queue
+LONGEST_FIRST = (
+    "tests/test_scan_agreement.py",
+    "tests/test_ranks_example.py",
+    "tests/test_robust_dumps.py::test_every_cli_dump_path_keeps_the_verdict[dump]",
+    "tests/test_ranks_launch.py::test_a_rank_that_hangs_is_killed_at_the_timeout_and_reported_hung",
+    "tests/test_ranks_collectives.py",
+    "tests/test_scenarios_generated_code.py",
+    "tests/test_compile_checks_cli.py::test_list_into_a_closed_pipe_exits_0",
+    "tests/test_chunk_window.py::test_registration_in_a_fresh_process",
+    "tests/test_readme_example.py",
+    "tests/test_hot_path.py::test_import_does_not_import_vllm",
+    "tests/test_cli_gate_plan.py::test_jobs_2_runs_cases_in_worker_processes",
+)
+
+
+def shared_setup_group(nodeid: str) -> str | None:
+    """The group of a test whose module shares an expensive fixture (SHARED_SETUP_GROUPS), else None."""
+    return SHARED_SETUP_GROUPS.get(nodeid.split("::", 1)[0].rsplit("/", 1)[-1])
+
+
+def _queue_rank(item: pytest.Item) -> int:
+    for i, prefix in enumerate(LONGEST_FIRST):
+        if item.nodeid.startswith(prefix):
+            return i
+    return len(LONGEST_FIRST) + (0 if item.get_closest_marker("slow") else 1)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    items.sort(key=_queue_rank)  # stable: the order within a rank is the collection order
+
+
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadgroup`` (pyproject addopts): every test its own unit, except a shared-setup module's."""
+    if config.getoption("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SharedSetupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return shared_setup_group(nodeid) or nodeid
+
+    return SharedSetupScheduling(config, log)

@@ -56,8 +56,8 @@ def test_jobs_2_runs_cases_in_worker_processes(tmp_path: Path, capsys: pytest.Ca
 
 def test_codegen_labels_are_printed_verbatim(capsys: pytest.CaptureFixture[str]) -> None:
     """``[codegen]`` is not swallowed as rich markup (it was: the smoke rows read plain ``split``)."""
+    from compile_checks.gate.outcome import Outcome
     from compile_checks.gate.outputs import print_results
-    from compile_checks.gate.runner import Outcome
 
     o = Outcome("split[codegen]", "builtin/stock", "stock", True, False, True, clean=True, eager_match=True)
     print_results([o], title="gate", code=0, seconds=1.0, notes=[], timings=True)
@@ -71,3 +71,44 @@ def test_auto_jobs_keeps_small_plans_in_process() -> None:
     import os
 
     assert auto_jobs(AUTO_JOBS_MIN_CASES) == min(2, os.cpu_count() or 1)
+
+
+def test_workers_start_before_planning_only_when_the_jobs_are_known() -> None:
+    """The built-in gate (always 8+ cases) and ``--jobs N`` spawn their worker before planning; a run
+    whose size is known only once planned (targets, --scenario, --shard, a pyproject table) does not."""
+    import argparse
+    import os
+
+    from compile_checks.gate.commands import early_jobs
+    from compile_checks.gate.config import GateConfig
+
+    def args(**kw: object) -> argparse.Namespace:
+        base = dict(jobs=None, targets=[], scenario=None, shard=None)
+        return argparse.Namespace(**{**base, **kw})
+
+    auto = min(2, os.cpu_count() or 1)
+    assert early_jobs(args(), "gate", None) == auto
+    assert early_jobs(args(jobs=3), "gate", None) == 3
+    assert early_jobs(args(jobs=1), "gate", None) == 1
+    assert early_jobs(args(targets=["x.py:cases"]), "gate", None) == 1
+    assert early_jobs(args(scenario=["split"]), "gate", None) == 1
+    assert early_jobs(args(shard="1/2"), "gate", None) == 1
+    assert early_jobs(args(), "dump", None) == 1
+    table = GateConfig(Path("pyproject.toml"), targets=("cases.py:cases",))
+    assert early_jobs(args(), "gate", table) == 1
+
+
+def test_workers_not_needed_are_stopped_not_awaited() -> None:
+    """A pool started early for a run that then stays in-process is terminated, not left importing."""
+    import time
+
+    from compile_checks.gate.plan import GatePlan
+    from compile_checks.gate.runner import Workers, run_plan
+
+    workers = Workers(2)
+    processes = list(workers.pool._processes.values())  # type: ignore[attr-defined]
+    assert processes and all(p.is_alive() for p in processes)  # started at construction
+    t0 = time.perf_counter()
+    assert run_plan(GatePlan(), jobs=1, workers=workers) == []
+    assert time.perf_counter() - t0 < 10
+    assert not any(p.is_alive() for p in processes)

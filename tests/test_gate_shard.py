@@ -12,8 +12,8 @@ import pytest
 from compile_checks.cli import main
 from compile_checks.errors import UsageError
 from compile_checks.gate.merge import merge_shards
+from compile_checks.gate.outcome import Outcome
 from compile_checks.gate.outputs import json_document
-from compile_checks.gate.runner import Outcome
 from compile_checks.gate.shard import Shard, assign
 from compile_checks.vocab import Pipeline
 from tests._cli_cases import write_engine

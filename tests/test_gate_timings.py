@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from compile_checks.gate.runner import import_torch_comparison, import_torch_seconds, process_seconds
+from compile_checks.gate.timing import import_torch_comparison, import_torch_seconds, process_seconds
 
 
 def test_comparison_is_the_gate_over_the_median_import() -> None:

@@ -172,8 +172,8 @@ def test_a_check_error_without_copies_is_reported_as_a_check_error() -> None:
 def test_plugin_junit_and_table_give_one_reason(expect_clean, clones, errors, eager_match, reason) -> None:
     """The in-process result and the gate's plain outcome decide and word a failure alike."""
     from compile_checks.gate.junit import failure_message
+    from compile_checks.gate.outcome import outcome_from_result
     from compile_checks.gate.plan import TARGET, CaseSource, PlannedCase
-    from compile_checks.gate.runner import outcome_from_result
 
     case = Case("c", _noop, expect_clean=expect_clean)
     result = CaseResult(

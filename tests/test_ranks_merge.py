@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from compile_checks.gate.outcome import outcome_from_ranked
 from compile_checks.gate.plan import CaseSource, PlannedCase
-from compile_checks.gate.runner import outcome_from_ranked
 from compile_checks.ranks import RankedCase, RankedResult
 from compile_checks.ranks.launcher import RankRun
 from compile_checks.vocab import ErrorKind, Pipeline

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from compile_checks.explain.grouping import group_explanations, group_label
 from compile_checks.gate.junit import failure_type
+from compile_checks.gate.outcome import Outcome
 from compile_checks.gate.outputs import case_lines
-from compile_checks.gate.runner import Outcome
 from compile_checks.vocab import FailureType, Pipeline
 
 WHY = "shared_storage: `v_pool` (layer{i}.v) shares one storage with `k_pool` (layer{i}.k) ({b} bytes); fix: split"

@@ -22,16 +22,10 @@ from compile_checks.gate.junit import write_junit
 from compile_checks.gate.outdir import writable_dir_problem
 from compile_checks.gate.outputs import json_document, print_results
 from compile_checks.gate.plan import GatePlan, plan_builtin, plan_targets
-from compile_checks.gate.runner import (
-    auto_jobs,
-    import_torch_comparison,
-    import_torch_seconds,
-    process_seconds,
-    progress_callback,
-    run_plan,
-)
+from compile_checks.gate.runner import AUTO_JOBS_MIN_CASES, Workers, auto_jobs, run_plan
 from compile_checks.gate.shard import Shard, shard_plan
 from compile_checks.gate.targets import TargetError
+from compile_checks.gate.timing import import_torch_comparison, import_torch_seconds, process_seconds, progress_callback
 from compile_checks.pipelines.vllm_env import prepare_process_for_vllm
 from compile_checks.vocab import ErrorKind, ExitCode, Mode
 
@@ -110,8 +104,42 @@ def sharded(args: argparse.Namespace, gate_plan: GatePlan) -> tuple[GatePlan, di
     return shard_plan(gate_plan, Shard.parse(args.shard), timings)
 
 
+def early_jobs(args: argparse.Namespace, command: str, config: GateConfig | None) -> int:
+    """The ``--jobs`` this run will have, when it is known before planning: ``--jobs N``, or the built-in
+    gate's auto value (it has more than AUTO_JOBS_MIN_CASES cases); else 1 (start no worker early)."""
+    if args.jobs is not None:
+        return int(args.jobs)
+    builtin_gate = command == "gate" and not (
+        getattr(args, "targets", None) or args.scenario or args.shard or (config is not None and config.targets)
+    )
+    return auto_jobs(AUTO_JOBS_MIN_CASES) if builtin_gate else 1
+
+
 def run_gate(args: argparse.Namespace, command: str, mode: Mode, config: GateConfig | None) -> ExitCode:
     """``gate`` / ``dump``: every planned case (of this ``--shard``) through the runner; table or JSON; JUnit."""
+    # the unit of --timings' comparison, timed first: nothing else runs yet (as after the gate)
+    import_torch = [import_torch_seconds()] if args.timings else []
+    jobs = early_jobs(args, command, config)
+    workers: Workers | None = None
+    if jobs > 1:  # spawned now, a worker imports torch and vLLM while this process plans
+        prepare_process_for_vllm()  # before the worker can import vLLM
+        workers = Workers(jobs)
+    try:
+        return _run_gate(args, command, mode, config, workers, import_torch)
+    except BaseException:  # a usage or output error before the run (run_plan closes them otherwise)
+        if workers is not None:
+            workers.stop()
+        raise
+
+
+def _run_gate(
+    args: argparse.Namespace,
+    command: str,
+    mode: Mode,
+    config: GateConfig | None,
+    workers: Workers | None,
+    import_torch: list[float],
+) -> ExitCode:
     gate_plan = plan(args, command, mode, config)
     if not gate_plan.cases:
         raise UsageError("nothing to check: the targets/scenarios name no cases")
@@ -127,12 +155,11 @@ def run_gate(args: argparse.Namespace, command: str, mode: Mode, config: GateCon
         check_writable_file(junit)
     if dump_root is not None:
         check_writable_dir(dump_root)
-    import_torch = [import_torch_seconds()] if args.timings else []  # the unit of --timings' comparison
     on_done, close = progress_callback(len(gate_plan.cases), not args.no_progress)
     t0 = time.perf_counter()
     try:
         jobs = args.jobs if args.jobs is not None else auto_jobs(len(gate_plan.cases))
-        outcomes = run_plan(gate_plan, dump_root=dump_root, jobs=jobs, on_done=on_done)
+        outcomes = run_plan(gate_plan, dump_root=dump_root, jobs=jobs, on_done=on_done, workers=workers)
     finally:
         close()
     seconds = time.perf_counter() - t0

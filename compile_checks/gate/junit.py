@@ -14,7 +14,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from pathlib import Path
 
-from compile_checks.gate.runner import Outcome
+from compile_checks.gate.outcome import Outcome
 from compile_checks.verdict import render_copy
 from compile_checks.vocab import FailureType
 

@@ -21,8 +21,8 @@ from typing import Any
 from compile_checks.errors import UnwritableOutput, UsageError
 from compile_checks.gate.commands import check_writable_file, exit_code, stdout_gone
 from compile_checks.gate.junit import write_junit
+from compile_checks.gate.outcome import Outcome
 from compile_checks.gate.outputs import json_document, print_results
-from compile_checks.gate.runner import Outcome
 from compile_checks.vocab import ErrorKind, ExitCode, Pipeline
 
 _SHARD_KEYS = ("index", "count", "plan_fingerprint", "plan_labels")

@@ -18,8 +18,9 @@ from rich.table import Table
 
 from compile_checks.check.recompiles import graphs_cell
 from compile_checks.explain.grouping import alike, group_explanations
-from compile_checks.gate.runner import PHASES, Outcome
+from compile_checks.gate.outcome import Outcome
 from compile_checks.verdict import render_copy
+from compile_checks.vocab import PHASES
 
 SCHEMA_VERSION = 1
 

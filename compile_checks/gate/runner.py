@@ -1,9 +1,9 @@
-"""Run a :class:`~compile_checks.gate.plan.GatePlan` through ``run_case``; one plain outcome per case.
+"""Run a :class:`~compile_checks.gate.plan.GatePlan` through ``run_case``; one plain
+:class:`~compile_checks.gate.outcome.Outcome` per case.
 
-An :class:`Outcome` holds only plain data (no tensors, no functions) so it crosses a process
-boundary (``--jobs N`` runs cases in this process and ``N - 1`` spawned workers, each worker
-rebuilding its cases from the plan's description) and feeds the table, ``--json`` and the JUnit writer alike.
-A case that fails to compile does not stop the run: its outcome carries the error.
+``--jobs N`` runs cases in this process and ``N - 1`` spawned workers (:class:`Workers`), each worker
+rebuilding its cases from the plan's description. A case that fails to compile does not stop the
+run: its outcome carries the error.
 """
 
 from __future__ import annotations
@@ -12,179 +12,21 @@ import collections
 import multiprocessing
 import os
 import re
-import statistics
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from tqdm import tqdm
-
-from compile_checks.case import Case, CaseResult, run_case
-from compile_checks.gate.stderr_noise import terminal
-from compile_checks.ranks import RankedCase, RankedResult, run_ranked
-from compile_checks.verdict import case_passed, copy_fields, failure_reasons, render_copy, verdict_met
-from compile_checks.vocab import PHASES, ErrorKind, Pipeline
+from compile_checks.case import Case, run_case
+from compile_checks.gate.outcome import Outcome, outcome_from_ranked, outcome_from_result
+from compile_checks.ranks import RankedCase, run_ranked
+from compile_checks.vocab import ErrorKind
 
 if TYPE_CHECKING:
     from compile_checks.gate.plan import CaseSource, GatePlan, PlannedCase
     from compile_checks.gate.targets import Declared
-
-
-@dataclass
-class Outcome:
-    """What one planned case came to (plain data)."""
-
-    label: str
-    group: str
-    pipeline: Pipeline | str  # a Pipeline; a scan's rows say "trace" (compile_checks.scan: any pipeline logged it)
-    expect_clean: bool
-    analysis_only: bool
-    codegen_smoke: bool = False
-    description: str = ""
-    clean: bool | None = None  # None: the case did not run to a verdict (see ``error``)
-    check_errors: list[str] = field(default_factory=list)  # report.errors / unanalysed regions
-    eager_match: bool | None = None
-    max_abs_diff: float | None = None
-    clones: list[dict[str, Any]] = field(default_factory=list)  # compile_checks.verdict.copy_fields
-    other_clones: list[dict[str, Any]] = field(default_factory=list)
-    phase_seconds: dict[str, float] = field(default_factory=dict)
-    compile_seconds: float = 0.0
-    wall_seconds: float = 0.0
-    notes: list[str] = field(default_factory=list)
-    report: dict[str, Any] = field(default_factory=dict)
-    error: str | None = None
-    error_kind: ErrorKind | None = None
-    retargeted_from: Pipeline | None = None  # PlannedCase.retargeted_from: the failure reason names the change
-    # a ranked case (compile_checks.ranks): ``rank N: why`` for each rank that missed its own expectation
-    rank_failures: list[str] = field(default_factory=list)
-
-    @property
-    def verdict_met(self) -> bool:
-        """The copy verdict is what the case expects, from a usable check (:func:`verdict.verdict_met`)."""
-        return (
-            self.error is None
-            and not self.rank_failures
-            and verdict_met(expect_clean=self.expect_clean, clean=self.clean, problems=self.check_errors)
-        )
-
-    @property
-    def passed(self) -> bool:
-        """:attr:`verdict_met`, and compiled == eager where checked (:func:`verdict.case_passed`)."""
-        return (
-            self.error is None
-            and not self.rank_failures
-            and case_passed(
-                expect_clean=self.expect_clean,
-                clean=self.clean,
-                problems=self.check_errors,
-                eager_match=self.eager_match,
-            )
-        )
-
-    def failure_reasons(self, copies_listed: bool = False) -> list[str]:
-        """Why the case failed (the error, else :func:`verdict.failure_reasons`); empty when it passed."""
-        if self.error is not None:
-            return [self.error]
-        if self.rank_failures:  # each rank against its own expectation; then compiled == eager, merged
-            eager = failure_reasons(
-                expect_clean=True,
-                clean=True,
-                problems=[],
-                copies=[],
-                eager_match=self.eager_match,
-                max_abs_diff=self.max_abs_diff,
-            )
-            copies = [] if copies_listed else [render_copy(c) for c in [*self.clones, *self.other_clones]]
-            return [*self.rank_failures, *copies, *eager]
-        return failure_reasons(
-            expect_clean=self.expect_clean,
-            clean=self.clean,
-            problems=self.check_errors,
-            copies=[*self.clones, *self.other_clones],
-            eager_match=self.eager_match,
-            max_abs_diff=self.max_abs_diff,
-            copies_listed=copies_listed,
-            pipeline=self.pipeline,
-            retargeted_from=self.retargeted_from,
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d.update(verdict_met=self.verdict_met, passed=self.passed)
-        return d
-
-
-def _phase_totals(report: Any) -> dict[str, float]:
-    per_region = report.region_phase_seconds
-    totals = dict.fromkeys(PHASES, 0.0) if per_region else {}
-    for phases in per_region.values():
-        for k, v in phases.items():
-            totals[k] = totals.get(k, 0.0) + float(v)
-    return totals
-
-
-def outcome_from_result(planned: PlannedCase, result: CaseResult) -> Outcome:
-    report = result.report
-    check_errors = list(report.problems)  # errors, and blind spots unless the case allows them
-    out = Outcome(
-        label=planned.label,
-        group=planned.group,
-        pipeline=planned.pipeline,
-        expect_clean=planned.expect_clean,
-        analysis_only=result.analysis_only,
-        codegen_smoke=planned.codegen_smoke,
-        description=result.case.description,
-        clean=bool(report.clean),
-        check_errors=check_errors,
-        eager_match=result.eager_match,
-        max_abs_diff=result.max_abs_diff,
-        clones=[copy_fields(c) for c in report.clones],
-        other_clones=[copy_fields(c) for c in report.other_clones],
-        phase_seconds=_phase_totals(report),
-        compile_seconds=result.compile_seconds,
-        wall_seconds=result.wall_seconds,
-        notes=list(result.notes) + list(report.notes),
-        report=report.to_dict(),
-        retargeted_from=planned.retargeted_from,
-    )
-    if planned.codegen_smoke and result.eager_match is None:
-        out.check_errors.append("codegen smoke case has no verify(): compiled == eager was not checked")
-    return out
-
-
-def outcome_from_ranked(planned: PlannedCase, result: RankedResult) -> Outcome:
-    """A ranked case's merged result: copies keyed by rank, each rank judged against its own expectation
-    (``rank_failures``), a rank without a verdict an error (exit 4), every rank's report in ``report``."""
-    ranks = result.results
-    diffs = [r["max_abs_diff"] for r in ranks.values() if r["max_abs_diff"] is not None]
-    errors = result.errors
-    return Outcome(
-        label=planned.label,
-        group=planned.group,
-        pipeline=planned.pipeline,
-        expect_clean=planned.expect_clean,
-        analysis_only=result.analysis_only,
-        description=result.ranked.description or f"{result.ranked.world_size} ranks ({result.backend})",
-        clean=result.clean,
-        check_errors=[f"rank {k}: {p}" for k, r in sorted(ranks.items()) for p in r["problems"]],
-        eager_match=result.eager_match,
-        max_abs_diff=max(diffs) if diffs else None,
-        clones=result.copies(),
-        other_clones=result.other_copies(),
-        compile_seconds=max((r["compile_seconds"] for r in ranks.values()), default=0.0),
-        wall_seconds=result.wall_seconds,
-        notes=[*result.differences, *(f"rank {k}: {n}" for k, r in sorted(ranks.items()) for n in r["notes"])],
-        report=result.to_dict(),
-        rank_failures=result.rank_failures,
-        error="\n".join(errors) if errors else None,
-        error_kind=ErrorKind.COMPILE if errors else None,
-    )
 
 
 class CaseBuilder:
@@ -262,6 +104,13 @@ def _worker_init(threads: int) -> None:
     _WORKER_BUILDER = CaseBuilder()
 
 
+def _worker_warm_up() -> None:
+    """What every case needs, imported while the parent is still planning: the checker, the
+    pipelines and the built-in scenarios (vLLM; the parent set its platform before spawning)."""
+    import compile_checks.api
+    import compile_checks.scenarios  # noqa: F401
+
+
 def _worker_run(planned: PlannedCase, dump_root: Path | None) -> Outcome:
     assert _WORKER_BUILDER is not None
     return run_planned(planned, _WORKER_BUILDER, dump_root)
@@ -278,42 +127,87 @@ def auto_jobs(num_cases: int) -> int:
     return min(2, os.cpu_count() or 1) if num_cases >= AUTO_JOBS_MIN_CASES else 1
 
 
+class Workers:
+    """The ``jobs - 1`` spawned processes of a ``--jobs`` run, started before it needs them.
+
+    A worker pays the torch/vLLM/Inductor import again (~5-7 s of CPU); started before planning
+    (the CLI does, for the built-in gate and for ``--jobs N``) it imports while this process plans,
+    so both begin the cases together. ``close()`` after the run; ``stop()`` when the run does not come
+    (a usage error, a plan too small for them).
+    """
+
+    def __init__(self, jobs: int) -> None:
+        self.jobs = jobs
+        self.threads = max(1, (os.cpu_count() or 1) // jobs)
+        ctx = multiprocessing.get_context("spawn")  # fork after torch is imported is unsafe
+        self.pool = ProcessPoolExecutor(
+            max_workers=jobs - 1, mp_context=ctx, initializer=_worker_init, initargs=(self.threads,)
+        )
+        for _ in range(jobs - 1):  # a pool starts its processes at the first submissions
+            self.pool.submit(_worker_warm_up)
+
+    def close(self) -> None:
+        """After the run: the workers finish their cases and exit."""
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+    def stop(self) -> None:
+        """Not needed after all (a usage error, a plan too small): stopped now, not after their imports."""
+        processes = list((getattr(self.pool, "_processes", None) or {}).values())
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            process.join(timeout=10)
+
+
 def run_plan(
     plan: GatePlan,
     *,
     dump_root: Path | None = None,
     jobs: int = 1,
     on_done: Callable[[Outcome], None] | None = None,
+    workers: Workers | None = None,
 ) -> list[Outcome]:
-    """Every planned case, in plan order; ``jobs > 1`` runs them in this process and ``jobs - 1`` spawned ones."""
+    """Every planned case, in plan order; ``jobs > 1`` runs them in this process and ``jobs - 1`` spawned
+    ones (``workers``, when already started for this many jobs; closed here either way)."""
     builder = CaseBuilder(plan.preloaded)
     if jobs <= 1 or len(plan.cases) <= 1:
+        if workers is not None:
+            workers.stop()
         outcomes = []
         for planned in plan.cases:
             outcomes.append(run_planned(planned, builder, dump_root))
             if on_done is not None:
                 on_done(outcomes[-1])
         return outcomes
-    return _run_parallel(plan.cases, builder, dump_root, jobs, on_done)
+    if workers is not None and workers.jobs != jobs:
+        workers.stop()
+        workers = None
+    try:
+        if workers is None:
+            workers = Workers(jobs)
+        return _run_parallel(plan.cases, builder, dump_root, workers, on_done)
+    finally:
+        if workers is not None:
+            workers.close()
 
 
 def _run_parallel(
     cases: Sequence[PlannedCase],
     builder: CaseBuilder,
     dump_root: Path | None,
-    jobs: int,
+    workers: Workers,
     on_done: Callable[[Outcome], None] | None,
 ) -> list[Outcome]:
-    """One queue of cases, served by this process and ``jobs - 1`` spawned workers.
+    """One queue of cases, served by this process and the spawned ``workers``.
 
     This process is one of the ``jobs``: it has already imported torch, vLLM and the cases while
-    planning, where a spawned worker pays that import again (~7 s of CPU with vLLM). Each worker
-    takes its next case when it finishes one (a done-callback submits it), this process in between.
+    planning. Each worker takes its next case when it finishes one (a done-callback submits it),
+    this process in between.
     """
     import torch  # lazy: planning stays torch-free
 
-    threads = max(1, (os.cpu_count() or 1) // jobs)
-    ctx = multiprocessing.get_context("spawn")  # fork after torch is imported is unsafe
+    pool = workers.pool
     # full compiles first: each is several analysis cases long, so they overlap the rest
     queue = collections.deque(sorted(range(len(cases)), key=lambda i: cases[i].analysis_only))
     lock = threading.Lock()
@@ -330,98 +224,45 @@ def _run_parallel(
             if on_done is not None:
                 on_done(outcome)
 
-    with ProcessPoolExecutor(
-        max_workers=jobs - 1, mp_context=ctx, initializer=_worker_init, initargs=(threads,)
-    ) as pool:
+    def submit_next() -> None:
+        i = take()
+        if i is None:
+            return
+        future = pool.submit(_worker_run, cases[i], dump_root)
 
-        def submit_next() -> None:
-            i = take()
-            if i is None:
+        def finished(f: Future[Outcome], i: int = i) -> None:
+            try:
+                record(i, f.result())
+            except BaseException as e:  # a worker died (BrokenProcessPool): raised below, not lost
+                failures.append(e)
                 return
-            future = pool.submit(_worker_run, cases[i], dump_root)
-
-            def finished(f: Future[Outcome], i: int = i) -> None:
-                try:
-                    record(i, f.result())
-                except BaseException as e:  # a worker died (BrokenProcessPool): raised below, not lost
-                    failures.append(e)
-                    return
-                submit_next()
-
-            future.add_done_callback(finished)
-
-        for _ in range(jobs - 1):
             submit_next()
-        saved = torch.get_num_threads()
-        torch.set_num_threads(threads)
-        try:
-            while (i := take()) is not None:
-                record(i, run_planned(cases[i], builder, dump_root))
-        finally:
-            torch.set_num_threads(saved)
+
+        future.add_done_callback(finished)
+
+    for _ in range(workers.jobs - 1):
+        submit_next()
+    saved = torch.get_num_threads()
+    torch.set_num_threads(workers.threads)
+    try:
+        while (i := take()) is not None:
+            record(i, run_planned(cases[i], builder, dump_root))
+    finally:
+        torch.set_num_threads(saved)
+    pool.shutdown(wait=True)  # the workers' last cases
     if failures:
         raise failures[0]
     return [results[i] for i in range(len(cases))]
 
 
-# ---- the gate against `python -c "import torch"` (--timings) ---------------------------------
-
-
-def import_torch_seconds() -> float:
-    """Wall seconds of ``python -c "import torch"`` with this interpreter: the gate's unit of cost."""
-    t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "import torch"], check=True, capture_output=True)
-    return time.perf_counter() - t0
-
-
-def process_seconds() -> float | None:
-    """Wall seconds since this process started (Linux ``/proc``), the gate's whole cost; None elsewhere."""
-    try:
-        with open("/proc/self/stat") as f:
-            start_ticks = int(f.read().rsplit(")", 1)[1].split()[19])  # field 22, after "(comm)"
-        with open("/proc/uptime") as f:
-            uptime = float(f.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        return None
-    return uptime - start_ticks / os.sysconf("SC_CLK_TCK")
-
-
-def import_torch_comparison(gate_seconds: float, import_torch: Sequence[float]) -> str:
-    """One line: the gate's wall as a multiple of ``import torch``, timed in the same run (side by side)."""
-    unit = statistics.median(import_torch)
-    samples = " / ".join(f"{t:.2f}" for t in import_torch)
-    return (
-        f'gate {gate_seconds:.1f} s (process wall) = {gate_seconds / unit:.1f}x `python -c "import torch"` '
-        f"({unit:.2f} s, median of {samples} s timed before and after the gate in this run)"
-    )
-
-
-def progress_callback(total: int, enabled: bool) -> tuple[Callable[[Outcome], None] | None, Callable[[], None]]:
-    """A tqdm bar on the real stderr when it is a terminal (and ``enabled``); (callback, close)."""
-    stream = terminal()  # torch's stderr may be held (stderr_noise); the bar is ours
-    if not enabled or not stream.isatty():
-        return None, lambda: None
-    bar = tqdm(total=total, desc="gate", unit="case", file=stream, leave=False)
-
-    def done(o: Outcome) -> None:
-        bar.set_postfix_str(o.label)
-        bar.update(1)
-
-    return done, bar.close
-
-
 __all__ = [
     "AUTO_JOBS_MIN_CASES",
-    "PHASES",
     "CaseBuilder",
     "Outcome",
+    "Workers",
     "auto_jobs",
-    "import_torch_comparison",
-    "import_torch_seconds",
     "outcome_from_ranked",
     "outcome_from_result",
-    "process_seconds",
-    "progress_callback",
     "run_plan",
     "run_planned",
 ]

@@ -1,6 +1,6 @@
 """``compile-checks scan PATH...``: every graph's verdict as a gate outcome; table, ``--json``, JUnit, exit code.
 
-One :class:`~compile_checks.gate.runner.Outcome` per graph (label ``rank0 [0/0]``, group ``scan:PATH``,
+One :class:`~compile_checks.gate.outcome.Outcome` per graph (label ``rank0 [0/0]``, group ``scan:PATH``,
 ``pipeline`` ``"trace"``: how the graph was compiled is not the scan's to know), and one per pool
 that ``[tool.compile_checks.scan] pools`` judges; the gate's JSON document, JUnit writer and exit
 codes (:func:`compile_checks.gate.commands.exit_code`) as they are. Exit 2: a PATH that is not
@@ -23,8 +23,8 @@ from rich.table import Table
 from compile_checks.errors import UnwritableOutput, UsageError
 from compile_checks.gate.commands import check_writable_file, exit_code, stdout_gone
 from compile_checks.gate.junit import write_junit
+from compile_checks.gate.outcome import Outcome
 from compile_checks.gate.outputs import json_document
-from compile_checks.gate.runner import Outcome
 from compile_checks.scan.artifacts import GraphArtifacts, ScanError
 from compile_checks.scan.config import ScanConfig, load_scan_config
 from compile_checks.scan.copies import GraphScan, scan_graph

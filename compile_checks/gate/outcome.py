@@ -1,0 +1,173 @@
+"""What one planned case came to: an :class:`Outcome`, plain data only.
+
+An :class:`Outcome` holds no tensors and no functions so it crosses a process boundary (``--jobs N``:
+:mod:`compile_checks.gate.runner`'s spawned workers return them) and feeds the table, ``--json`` and
+the JUnit writer alike. A case that failed to compile carries its error instead of a verdict.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from compile_checks.verdict import case_passed, copy_fields, failure_reasons, render_copy, verdict_met
+from compile_checks.vocab import PHASES, ErrorKind, Pipeline
+
+if TYPE_CHECKING:
+    from compile_checks.case import CaseResult
+    from compile_checks.gate.plan import PlannedCase
+    from compile_checks.ranks import RankedResult
+
+
+@dataclass
+class Outcome:
+    """What one planned case came to (plain data)."""
+
+    label: str
+    group: str
+    pipeline: Pipeline | str  # a Pipeline; a scan's rows say "trace" (compile_checks.scan: any pipeline logged it)
+    expect_clean: bool
+    analysis_only: bool
+    codegen_smoke: bool = False
+    description: str = ""
+    clean: bool | None = None  # None: the case did not run to a verdict (see ``error``)
+    check_errors: list[str] = field(default_factory=list)  # report.errors / unanalysed regions
+    eager_match: bool | None = None
+    max_abs_diff: float | None = None
+    clones: list[dict[str, Any]] = field(default_factory=list)  # compile_checks.verdict.copy_fields
+    other_clones: list[dict[str, Any]] = field(default_factory=list)
+    phase_seconds: dict[str, float] = field(default_factory=dict)
+    compile_seconds: float = 0.0
+    wall_seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+    report: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    error_kind: ErrorKind | None = None
+    retargeted_from: Pipeline | None = None  # PlannedCase.retargeted_from: the failure reason names the change
+    # a ranked case (compile_checks.ranks): ``rank N: why`` for each rank that missed its own expectation
+    rank_failures: list[str] = field(default_factory=list)
+
+    @property
+    def verdict_met(self) -> bool:
+        """The copy verdict is what the case expects, from a usable check (:func:`verdict.verdict_met`)."""
+        return (
+            self.error is None
+            and not self.rank_failures
+            and verdict_met(expect_clean=self.expect_clean, clean=self.clean, problems=self.check_errors)
+        )
+
+    @property
+    def passed(self) -> bool:
+        """:attr:`verdict_met`, and compiled == eager where checked (:func:`verdict.case_passed`)."""
+        return (
+            self.error is None
+            and not self.rank_failures
+            and case_passed(
+                expect_clean=self.expect_clean,
+                clean=self.clean,
+                problems=self.check_errors,
+                eager_match=self.eager_match,
+            )
+        )
+
+    def failure_reasons(self, copies_listed: bool = False) -> list[str]:
+        """Why the case failed (the error, else :func:`verdict.failure_reasons`); empty when it passed."""
+        if self.error is not None:
+            return [self.error]
+        if self.rank_failures:  # each rank against its own expectation; then compiled == eager, merged
+            eager = failure_reasons(
+                expect_clean=True,
+                clean=True,
+                problems=[],
+                copies=[],
+                eager_match=self.eager_match,
+                max_abs_diff=self.max_abs_diff,
+            )
+            copies = [] if copies_listed else [render_copy(c) for c in [*self.clones, *self.other_clones]]
+            return [*self.rank_failures, *copies, *eager]
+        return failure_reasons(
+            expect_clean=self.expect_clean,
+            clean=self.clean,
+            problems=self.check_errors,
+            copies=[*self.clones, *self.other_clones],
+            eager_match=self.eager_match,
+            max_abs_diff=self.max_abs_diff,
+            copies_listed=copies_listed,
+            pipeline=self.pipeline,
+            retargeted_from=self.retargeted_from,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.update(verdict_met=self.verdict_met, passed=self.passed)
+        return d
+
+
+def _phase_totals(report: Any) -> dict[str, float]:
+    per_region = report.region_phase_seconds
+    totals = dict.fromkeys(PHASES, 0.0) if per_region else {}
+    for phases in per_region.values():
+        for k, v in phases.items():
+            totals[k] = totals.get(k, 0.0) + float(v)
+    return totals
+
+
+def outcome_from_result(planned: PlannedCase, result: CaseResult) -> Outcome:
+    report = result.report
+    check_errors = list(report.problems)  # errors, and blind spots unless the case allows them
+    out = Outcome(
+        label=planned.label,
+        group=planned.group,
+        pipeline=planned.pipeline,
+        expect_clean=planned.expect_clean,
+        analysis_only=result.analysis_only,
+        codegen_smoke=planned.codegen_smoke,
+        description=result.case.description,
+        clean=bool(report.clean),
+        check_errors=check_errors,
+        eager_match=result.eager_match,
+        max_abs_diff=result.max_abs_diff,
+        clones=[copy_fields(c) for c in report.clones],
+        other_clones=[copy_fields(c) for c in report.other_clones],
+        phase_seconds=_phase_totals(report),
+        compile_seconds=result.compile_seconds,
+        wall_seconds=result.wall_seconds,
+        notes=list(result.notes) + list(report.notes),
+        report=report.to_dict(),
+        retargeted_from=planned.retargeted_from,
+    )
+    if planned.codegen_smoke and result.eager_match is None:
+        out.check_errors.append("codegen smoke case has no verify(): compiled == eager was not checked")
+    return out
+
+
+def outcome_from_ranked(planned: PlannedCase, result: RankedResult) -> Outcome:
+    """A ranked case's merged result: copies keyed by rank, each rank judged against its own expectation
+    (``rank_failures``), a rank without a verdict an error (exit 4), every rank's report in ``report``."""
+    ranks = result.results
+    diffs = [r["max_abs_diff"] for r in ranks.values() if r["max_abs_diff"] is not None]
+    errors = result.errors
+    return Outcome(
+        label=planned.label,
+        group=planned.group,
+        pipeline=planned.pipeline,
+        expect_clean=planned.expect_clean,
+        analysis_only=result.analysis_only,
+        description=result.ranked.description or f"{result.ranked.world_size} ranks ({result.backend})",
+        clean=result.clean,
+        check_errors=[f"rank {k}: {p}" for k, r in sorted(ranks.items()) for p in r["problems"]],
+        eager_match=result.eager_match,
+        max_abs_diff=max(diffs) if diffs else None,
+        clones=result.copies(),
+        other_clones=result.other_copies(),
+        compile_seconds=max((r["compile_seconds"] for r in ranks.values()), default=0.0),
+        wall_seconds=result.wall_seconds,
+        notes=[*result.differences, *(f"rank {k}: {n}" for k, r in sorted(ranks.items()) for n in r["notes"])],
+        report=result.to_dict(),
+        rank_failures=result.rank_failures,
+        error="\n".join(errors) if errors else None,
+        error_kind=ErrorKind.COMPILE if errors else None,
+    )
+
+
+__all__ = ["Outcome", "outcome_from_ranked", "outcome_from_result"]

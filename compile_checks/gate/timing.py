@@ -1,0 +1,64 @@
+"""The gate's cost against ``python -c "import torch"`` (``--timings``), and its progress bar."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from tqdm import tqdm
+
+from compile_checks.gate.stderr_noise import terminal
+
+if TYPE_CHECKING:
+    from compile_checks.gate.outcome import Outcome
+
+
+def import_torch_seconds() -> float:
+    """Wall seconds of ``python -c "import torch"`` with this interpreter: the gate's unit of cost."""
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "import torch"], check=True, capture_output=True)
+    return time.perf_counter() - t0
+
+
+def process_seconds() -> float | None:
+    """Wall seconds since this process started (Linux ``/proc``), the gate's whole cost; None elsewhere."""
+    try:
+        with open("/proc/self/stat") as f:
+            start_ticks = int(f.read().rsplit(")", 1)[1].split()[19])  # field 22, after "(comm)"
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return uptime - start_ticks / os.sysconf("SC_CLK_TCK")
+
+
+def import_torch_comparison(gate_seconds: float, import_torch: Sequence[float]) -> str:
+    """One line: the gate's wall as a multiple of ``import torch``, timed in the same run (side by side)."""
+    unit = statistics.median(import_torch)
+    samples = " / ".join(f"{t:.2f}" for t in import_torch)
+    return (
+        f'gate {gate_seconds:.1f} s (process wall) = {gate_seconds / unit:.1f}x `python -c "import torch"` '
+        f"({unit:.2f} s, median of {samples} s timed before and after the gate in this run)"
+    )
+
+
+def progress_callback(total: int, enabled: bool) -> tuple[Callable[[Outcome], None] | None, Callable[[], None]]:
+    """A tqdm bar on the real stderr when it is a terminal (and ``enabled``); (callback, close)."""
+    stream = terminal()  # torch's stderr may be held (stderr_noise); the bar is ours
+    if not enabled or not stream.isatty():
+        return None, lambda: None
+    bar = tqdm(total=total, desc="gate", unit="case", file=stream, leave=False)
+
+    def done(o: Outcome) -> None:
+        bar.set_postfix_str(o.label)
+        bar.update(1)
+
+    return done, bar.close
+
+
+__all__ = ["import_torch_comparison", "import_torch_seconds", "process_seconds", "progress_callback"]
