@@ -65,7 +65,7 @@ def test_without_the_hold_the_same_writes_reach_stderr() -> None:
 
 NOISY_ENGINE = (
     ENGINE
-    + '''
+    + """
 
 import os
 
@@ -91,7 +91,7 @@ def passing():
 
 def failing():
     return noisy(False)
-'''
+"""
 )
 
 
