@@ -1,8 +1,8 @@
 """``compile-checks`` / ``python -m compile_checks``: gate cases for pool clones, exit with a meaning.
 
-One parser, six subcommands: ``gate [TARGET...]`` (the default), ``list``, ``dump``, ``report``,
-``merge OUT.json...`` (the ``gate --shard K/N --json`` outputs of a CI matrix as one run) and
-``scan PATH...`` (audit logged compiles: :mod:`compile_checks.scan`).
+One parser (its grammar: :mod:`compile_checks.cli_parser`), six subcommands: ``gate [TARGET...]``
+(the default), ``list``, ``dump``, ``report``, ``merge OUT.json...`` (the ``gate --shard K/N --json``
+outputs of a CI matrix as one run) and ``scan PATH...`` (audit logged compiles: :mod:`compile_checks.scan`).
 The gate's options work before or after the subcommand (``compile-checks --json gate`` ==
 ``compile-checks gate --json``); the report's options follow ``report``. ``--help`` and usage
 errors answer without importing torch.
@@ -34,181 +34,14 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
+from compile_checks.cli_parser import NOT_FOR_LIST, RUN_OPTIONS, dest_of
+from compile_checks.cli_parser import merged as _merge
+from compile_checks.cli_parser import parser as _parser
 from compile_checks.errors import UnwritableOutput, UsageError
 from compile_checks.gate.config import ConfigError, GateConfig, load_config
 from compile_checks.gate.stderr_noise import HeldStderr, held_stderr, wanted
-from compile_checks.vocab import PIPELINES, ExitCode, Mode
-
-Option = tuple[tuple[str, ...], dict[str, Any]]
-
-
-def _o(*flags: str, **kw: Any) -> Option:
-    return flags, kw
-
-
-_FLAG: dict[str, Any] = {"action": "store_const", "const": True}  # the gate's flags: None when not given
-
-# the gate's options, accepted both before and after the subcommand; default None
-_RUN_OPTIONS: list[Option] = [
-    _o("--json", **_FLAG, help="machine-readable output on stdout (schema_version 1)"),
-    _o("--no-progress", **_FLAG, help="no progress bar on stderr"),
-    _o("--config", metavar="PYPROJECT", help="read [tool.compile_checks] from this file (default ./pyproject.toml)"),
-    _o("--scenario", action="append", metavar="NAME", help="built-in scenario(s) instead of the built-in gate"),
-    _o("--pipeline", action="append", choices=PIPELINES, help="run every case under this pipeline (repeatable)"),
-    _o("--full", **_FLAG, help="compile every case fully (default: analysis-only verdicts)"),
-    _o("--analysis-only", **_FLAG, help="no full compile at all (drops the codegen smoke)"),
-    _o("--junitxml", metavar="PATH", help="write a JUnit XML report (one testcase per case)"),
-    _o("--dump-dir", "--dump", dest="dump_dir", metavar="DIR", help="depyf dumps + index.md per case under DIR"),
-    _o(
-        "--jobs",
-        "-j",
-        type=int,
-        metavar="N",
-        help="run cases in N spawned processes (default: 2 on 2+ cores for 8+ cases, else 1)",
-    ),
-    _o("--timings", **_FLAG, help="per-phase compile times per case"),
-    _o("--shard", metavar="K/N", help="run shard K of N of the plan (a stable split; `merge` joins the outputs)"),
-    _o(
-        "--shard-timings",
-        metavar="JSON",
-        help="balance --shard by each case's wall seconds in an earlier gate/merge --json output",
-    ),
-    _o("--verbose", "-v", **_FLAG, help="every copy with its own explanation (default: one per group alike)"),
-]
-_APPENDS = {"scenario", "pipeline"}
-_NOT_FOR_LIST = {"full", "analysis_only", "junitxml", "dump_dir", "jobs", "timings", "verbose"}
-
-# the report's options (after ``report`` only); dest = "report_" + the ReportRequest field
-_REPORT_OPTIONS: list[Option] = [
-    _o("--out", type=Path, metavar="DIR", help="output directory (created if missing); required unless --list"),
-    _o(
-        "--target",
-        dest="targets",
-        action="append",
-        metavar="TARGET",
-        help="your cases: path/to/file.py:NAME or package.module:NAME (repeatable)",
-    ),
-    _o(
-        "--scenario",
-        dest="scenarios",
-        action="append",
-        metavar="NAME",
-        help="built-in scenario (repeatable); default without targets: the traffic set",
-    ),
-    _o("--baseline", type=Path, metavar="JSON", help="baseline JSON to compare against; exit 1 on growth"),
-    _o("--write-baseline", type=Path, metavar="FILE", help="write this run as a baseline JSON"),
-    _o("--video-chunks", type=int, metavar="N", help="video length in chunks (default 60)"),
-    _o("--bench", type=Path, metavar="CSV", help="reports/bench.py CSV: adds its timing panel"),
-    _o(
-        "--measure",
-        action="store_true",
-        help="also compile fully and time each case (ms_per_step, interleaved medians)",
-    ),
-    _o("--rounds", type=int, metavar="N", help="--measure: interleaved rounds (default 7)"),
-    _o(
-        "--full",
-        action="store_true",
-        help="compile fully (C++ codegen) for the verdicts; adds Inductor's kernel-byte estimate",
-    ),
-    _o("--analysis-only", action="store_true", help="verdicts from the post-grad graph, no codegen (the default)"),
-    _o("--dumps", action="store_true", help="keep the graph dumps under OUT/dumps/NAME"),
-    _o("--no-progress", action="store_true", help="no progress bar"),
-    _o(
-        "--list",
-        dest="list_scenarios",
-        action="store_true",
-        help="list the built-in scenario names (default set marked)",
-    ),
-]
-
-
-# the scan's options (after ``scan`` only); dest = "scan_" + the ScanRequest field
-_SCAN_OPTIONS: list[Option] = [
-    _o("--pools", dest="pools_file", type=Path, metavar="TOML", help="[pools] table: graph input -> pool name"),
-    _o("--config", type=Path, metavar="PYPROJECT", help="read [tool.compile_checks.scan] from this file"),
-    _o("--junitxml", type=Path, metavar="PATH", help="write a JUnit XML report (one testcase per graph)"),
-    _o("--json", action="store_true", help="machine-readable output on stdout (schema_version 1)"),
-    _o("--import", dest="imports", action="append", default=[], metavar="MODULE", help="register custom ops"),
-]
-
-
-def _dest(flags: tuple[str, ...], kw: dict[str, Any]) -> str:
-    return kw.get("dest") or flags[0].lstrip("-").replace("-", "_")
-
-
-def _add_run_options(parser: argparse.ArgumentParser, prefix: str) -> None:
-    for flags, kw in _RUN_OPTIONS:
-        kw = dict(kw, dest=prefix + _dest(flags, kw), default=None)
-        if prefix:  # the subcommand's copy: shown once, in the subcommand's --help
-            parser.add_argument(*flags, **kw)
-        else:
-            parser.add_argument(*flags, **{**kw, "help": argparse.SUPPRESS})
-
-
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="compile-checks",
-        description="Check that Inductor re-inplaces your engine's paged-KV writes (no pool-sized clones).",
-        epilog="Exit codes: 0 all met, 1 not met, 2 usage, 3 unwritable output, 4 compile error, "
-        "5 compiled != eager, 130 interrupted.",
-    )
-    _add_run_options(p, "")
-    sub = p.add_subparsers(dest="command", metavar="{gate,list,dump,report,merge,scan}")
-    target_help = "path/to/file.py:NAME or package.module:NAME (a Case, a list, or a zero-arg callable)"
-    g = sub.add_parser("gate", help="check cases (targets, pyproject, or the built-in gate); the default")
-    g.add_argument("targets", nargs="*", metavar="TARGET", help=target_help)
-    _add_run_options(g, "sub_")
-    ls = sub.add_parser(
-        "list", help="list the built-in scenarios, or the plan the targets/pyproject/--pipeline/--shard name"
-    )
-    ls.add_argument("targets", nargs="*", metavar="TARGET", help=target_help)
-    _add_run_options(ls, "sub_")
-    d = sub.add_parser(
-        "dump", help="compile cases fully with depyf dumps and an index.md per case (each under its own pipeline)"
-    )
-    d.add_argument("targets", nargs="*", metavar="TARGET", help=target_help)
-    d.add_argument("--out", required=True, metavar="DIR")
-    _add_run_options(d, "sub_")
-    m = sub.add_parser(
-        "merge",
-        help="merge the --json outputs of `gate --shard K/N` into one run (table, --json, --junitxml; the gate's exit)",
-    )
-    m.add_argument("merge_files", nargs="+", metavar="OUT.json", help="one gate --shard K/N --json output per shard")
-    m.add_argument("--json", dest="merge_json", action="store_true", help="the merged run as the gate's --json")
-    m.add_argument("--junitxml", dest="merge_junitxml", metavar="PATH", help="write the merged run's JUnit XML")
-    r = sub.add_parser(
-        "report",
-        help="traffic report: extra bytes of surviving copies against the ideal, per case",
-        description="Writes traffic.csv / traffic_nodes.csv / traffic.md / traffic.html / traffic.png for your "
-        "cases (--target, else [tool.compile_checks] targets of ./pyproject.toml) or the built-in scenarios "
-        "(--scenario, or when there are no targets). Every case runs through run_case, as in the gate.",
-    )
-    for flags, kw in _REPORT_OPTIONS:
-        default = False if kw.get("action") == "store_true" else None
-        r.add_argument(*flags, **dict(kw, dest="report_" + _dest(flags, kw), default=default))
-    s = sub.add_parser(
-        "scan",
-        help="audit logged compiles (TORCH_TRACE, Inductor debug folders, depyf/vLLM dumps) without re-running them",
-    )
-    s.add_argument("scan_paths", nargs="+", type=Path, metavar="PATH", help="a trace file or folder, or a dump folder")
-    for flags, kw in _SCAN_OPTIONS:
-        s.add_argument(*flags, **dict(kw, dest="scan_" + _dest(flags, kw)))
-    return p
-
-
-def _merge(args: argparse.Namespace) -> argparse.Namespace:
-    """Fold the subcommand's copies of the run options into the top-level ones."""
-    for flags, kw in _RUN_OPTIONS:
-        dest = _dest(flags, kw)
-        sub_value = getattr(args, "sub_" + dest, None)
-        if sub_value is None:
-            continue
-        top = getattr(args, dest)
-        setattr(args, dest, (top or []) + sub_value if dest in _APPENDS else sub_value)
-    return args
-
+from compile_checks.vocab import ExitCode, Mode
 
 # ---- option resolution: the one place the command line becomes a mode and a config --------------
 
@@ -247,7 +80,7 @@ def _gate_mode(args: argparse.Namespace, command: str, config: GateConfig | None
 def _check_run_options(args: argparse.Namespace, command: str) -> None:
     """What can be wrong with the gate's options alone (no config, no import of torch)."""
     if command == "list":
-        used = sorted(k for k in _NOT_FOR_LIST if getattr(args, k) is not None)
+        used = sorted(k for k in NOT_FOR_LIST if getattr(args, k) is not None)
         if used:
             raise UsageError(f"list does not take {', '.join('--' + k.replace('_', '-') for k in used)}")
     if args.jobs is not None and args.jobs < 1:
@@ -261,7 +94,7 @@ def _check_run_options(args: argparse.Namespace, command: str) -> None:
 
 
 def _report(args: argparse.Namespace) -> int:
-    if any(getattr(args, _dest(f, kw)) is not None for f, kw in _RUN_OPTIONS):
+    if any(getattr(args, dest_of(f, kw)) is not None for f, kw in RUN_OPTIONS):
         raise UsageError("report takes its own options after the subcommand: compile-checks report --help")
     mode = resolve_mode(args.report_full, args.report_analysis_only, Mode.ANALYSIS_ONLY)
     # here, not at the top: --help and usage errors stay torch-free (and a missing room is answered)
@@ -275,7 +108,7 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _scan(args: argparse.Namespace) -> int:
-    if any(getattr(args, _dest(f, kw)) is not None for f, kw in _RUN_OPTIONS):
+    if any(getattr(args, dest_of(f, kw)) is not None for f, kw in RUN_OPTIONS):
         raise UsageError("scan takes its own options after the subcommand: compile-checks scan --help")
     missing = [str(p) for p in args.scan_paths if not p.exists()]
     if missing:  # before torch loads, as every usage error
@@ -292,7 +125,7 @@ def _run(args: argparse.Namespace) -> int:
     if command == "report":
         return _report(args)
     if command == "merge":
-        if any(getattr(args, _dest(f, kw)) is not None for f, kw in _RUN_OPTIONS):
+        if any(getattr(args, dest_of(f, kw)) is not None for f, kw in RUN_OPTIONS):
             raise UsageError("merge takes its own options after the subcommand: compile-checks merge --help")
         from compile_checks.gate.merge import run_merge  # here: merging imports the gate's writers
 

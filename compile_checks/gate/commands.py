@@ -9,6 +9,7 @@ be written :class:`~compile_checks.errors.UnwritableOutput`; the CLI turns both 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -145,6 +146,8 @@ def _run_gate(
         raise UsageError("nothing to check: the targets/scenarios name no cases")
     # a shard may hold no case (N > cases): it still answers, so `merge` sees every shard
     gate_plan, shard = sharded(args, gate_plan)
+    if getattr(args, "floor", None):
+        gate_plan.cases = [dataclasses.replace(c, floor=True) for c in gate_plan.cases]
     junit = Path(args.junitxml) if args.junitxml else (config.junitxml if config else None)
     dump_root: Path | None
     if command == "dump":

@@ -46,6 +46,10 @@ class Outcome:
     retargeted_from: Pipeline | None = None  # PlannedCase.retargeted_from: the failure reason names the change
     # a ranked case (compile_checks.ranks): ``rank N: why`` for each rank that missed its own expectation
     rank_failures: list[str] = field(default_factory=list)
+    # ``--floor``: seconds per compiled region, the check's compile and the floor's (plain torch.compile
+    # stopped after the post-grad passes: compile_checks.case.floor), one run each
+    check_region_seconds: list[float] = field(default_factory=list)
+    floor_region_seconds: list[float] = field(default_factory=list)
 
     @property
     def verdict_met(self) -> bool:

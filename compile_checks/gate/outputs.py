@@ -126,6 +126,30 @@ def timings_table(outcomes: Sequence[Outcome]) -> Any:
     return t
 
 
+def floor_table(outcomes: Sequence[Outcome]) -> Any:
+    """``--floor``: per case and compiled region, the check's compile seconds beside the floor's (plain
+    ``torch.compile`` stopped after the post-grad passes), one run each; ``None`` when none was measured."""
+    measured = [o for o in outcomes if o.floor_region_seconds or o.check_region_seconds]
+    if not measured:
+        return None
+    t = Table(title="per region: the check vs its floor (s, one run each)")
+    for col in ("case", "region", "floor", "check", "check / floor"):
+        t.add_column(col, justify="right" if col != "case" else "left")
+
+    def ratio(check: float, floor: float) -> str:
+        return f"{check / floor:.2f}x" if floor > 0 else "n/a"
+
+    for o in measured:
+        floor, check = o.floor_region_seconds, o.check_region_seconds
+        for i in range(max(len(floor), len(check))):
+            f = f"{floor[i]:.3f}" if i < len(floor) else "-"  # a region one run compiled and the other did not
+            c = f"{check[i]:.3f}" if i < len(check) else "-"
+            both = i < len(floor) and i < len(check)
+            t.add_row(_esc(o.label), str(i), f, c, ratio(check[i], floor[i]) if both else "n/a")
+        t.add_row(_esc(o.label), "total", f"{sum(floor):.3f}", f"{sum(check):.3f}", ratio(sum(check), sum(floor)))
+    return t
+
+
 def case_lines(o: Outcome, verbose: bool = False) -> list[str]:
     """What the gate prints under the table for one case: each surviving copy (a negative control's too:
     the evidence it still sees the bug), each explanation once per group of copies it explains alike
@@ -160,8 +184,19 @@ def print_results(
         console.print(f"note: {n}", highlight=False, markup=False)
     if timings:
         console.print(timings_table(outcomes))
+    floors = floor_table(outcomes)
+    if floors is not None:
+        console.print(floors)
     failed = sum(not o.passed for o in outcomes)
     console.print(f"{len(outcomes)} case(s), {failed} failed, in {seconds:.1f} s; exit {code}", highlight=False)
 
 
-__all__ = ["SCHEMA_VERSION", "case_lines", "json_document", "print_results", "timings_table", "verdict_table"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "case_lines",
+    "floor_table",
+    "json_document",
+    "print_results",
+    "timings_table",
+    "verdict_table",
+]

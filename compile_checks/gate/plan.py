@@ -42,6 +42,7 @@ class PlannedCase:
     codegen_smoke: bool = False
     # the case's own pipeline when the gate's pipelines re-ran its single bool expectation under another
     retargeted_from: Pipeline | None = None
+    floor: bool = False  # ``--floor``: also compile it the floor way, per region beside the check
 
     @property
     def group(self) -> str:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from compile_checks.case import Case, run_case
+from compile_checks.case.floor import check_region_seconds, floor_run
 from compile_checks.gate.outcome import Outcome, outcome_from_ranked, outcome_from_result
 from compile_checks.ranks import RankedCase, run_ranked
 from compile_checks.vocab import ErrorKind
@@ -79,6 +80,7 @@ def run_planned(planned: PlannedCase, builder: CaseBuilder, dump_root: Path | No
             ranked = run_ranked(case, analysis_only=planned.analysis_only, dump_dir=_dump_dir(dump_root, planned.label))
             return outcome_from_ranked(planned, ranked)
         result = run_case(case, analysis_only=planned.analysis_only, dump_dir=_dump_dir(dump_root, planned.label))
+        floor = _floor(planned, case) if planned.floor else None
     except CompileCheckError as e:
         return failed(ErrorKind.COMPILE, f"{getattr(e, 'phase', 'compile')} failed: {e}")
     except SystemExit as e:  # the case's own code exited: an error of this case, never the gate's exit 0
@@ -88,7 +90,24 @@ def run_planned(planned: PlannedCase, builder: CaseBuilder, dump_root: Path | No
     except Exception as e:
         first = (str(e).splitlines() or [""])[0]
         return failed(ErrorKind.COMPILE, f"the check failed: {type(e).__name__}: {first}")
-    return outcome_from_result(planned, result)
+    outcome = outcome_from_result(planned, result)
+    if isinstance(floor, str):
+        outcome.notes.append(floor)
+    elif floor is not None:
+        outcome.check_region_seconds = check_region_seconds(result.report)
+        outcome.floor_region_seconds = floor
+    return outcome
+
+
+def _floor(planned: PlannedCase, case: Case) -> list[float] | str:
+    """``--floor``: the case compiled again the floor way (after its check: the same tensors, dynamo reset);
+    seconds per region, or a note saying why there is none. A failure here is a note, never the verdict's."""
+    if not planned.analysis_only or planned.codegen_smoke:  # the floor stops after post-grad: no codegen
+        return "--floor: not measured (a full compile; the floor stops after the post-grad passes)"
+    try:
+        return floor_run(case).region_seconds
+    except Exception as e:
+        return f"--floor: the floor run failed: {type(e).__name__}: {(str(e).splitlines() or [''])[0]}"
 
 
 # ---- process pool (--jobs N) ----------------------------------------------------------------

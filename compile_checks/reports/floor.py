@@ -7,10 +7,9 @@ shows as the difference, region by region: for an engine compiled per block (vLL
 DreamZero, ``examples/engine_blocks``) a per-region cost that grows with the regions is
 the check's, not Inductor's.
 
-The floor run is plain ``torch.compile`` with Inductor's ``compile_fx`` as the backend (as
-``backend="inductor"``), the pipeline's Inductor settings, caches off, stopped after
-the post-grad passes (the post-grad graph then runs, as in the check), the case's own
-``Case.compile`` / driver; the check run is ``run_case(analysis_only=True)``. Both run
+The floor run is :func:`compile_checks.case.floor.floor_run` (plain ``torch.compile`` stopped after
+the post-grad passes; ``compile-checks gate --floor`` runs it once per case beside the gate's own
+compile); the check run is ``run_case(analysis_only=True)``. Both run
 ``rounds`` times, interleaved (floor, check, check, floor, ...) so machine noise hits
 them alike; the table shows each region's median seconds (first compile of each region;
 recompiles are regions of their own). ``python -m compile_checks.reports.floor TARGET``.
@@ -19,112 +18,12 @@ recompiles are regions of their own). ``python -m compile_checks.reports.floor T
 from __future__ import annotations
 
 import argparse
-import contextlib
 import statistics
-import time
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
-from unittest import mock
 
-
-class _Stop(BaseException):
-    """Raised after the post-grad passes (a BaseException: Inductor's ``except Exception`` lets it by)."""
-
-    def __init__(self, gm: Any) -> None:
-        super().__init__("floor: stop after post-grad passes")
-        self.gm = gm
-
-
-@dataclass
-class FloorRun:
-    """Seconds per compiled region (dynamo start to the backend's return) and the whole run."""
-
-    region_seconds: list[float] = field(default_factory=list)
-    wall_seconds: float = 0.0
-
-
-def _fx_output(gm: Any) -> Any:
-    from torch._inductor.output_code import MockFXGraphCacheOutput
-
-    out = MockFXGraphCacheOutput(gm=None)
-
-    def call(args: list[Any]) -> Any:
-        return gm(*args)
-
-    out.current_callable = call  # type: ignore[attr-defined]
-    out.gm = call  # type: ignore[attr-defined]
-    return out
-
-
-@contextlib.contextmanager
-def _floor_inductor(run: FloorRun, inductor_config: dict[str, Any]) -> Iterator[Callable[..., Any]]:
-    """A backend: ``compile_fx`` stopped after the post-grad passes; records each region's seconds."""
-    import torch
-    import torch._inductor.config as config
-    from torch._dynamo.callback import callback_handler
-    from torch._inductor import compile_fx as compile_fx_module
-
-    original_post_grad = compile_fx_module.post_grad_passes
-    started: list[float] = []
-
-    def post_grad_passes(gm: Any, is_inference: bool) -> None:
-        original_post_grad(gm, is_inference)
-        raise _Stop(gm)
-
-    def inner_compile(gm: Any, example_inputs: Sequence[Any], *args: Any, **kwargs: Any) -> Any:
-        try:
-            return compile_fx_module.compile_fx_inner(gm, example_inputs, *args, **kwargs)
-        except _Stop as stop:
-            return _fx_output(stop.gm)
-
-    def backend(gm: Any, example_inputs: Sequence[Any]) -> Any:
-        compiled = compile_fx_module.compile_fx(gm, example_inputs, inner_compile=inner_compile)
-        run.region_seconds.append(time.perf_counter() - (started[-1] if started else time.perf_counter()))
-        return compiled
-
-    def frame_started(_args: object = None) -> None:
-        started.append(time.perf_counter())
-
-    torch._dynamo.reset()
-    callback_handler.register_start_callback(frame_started)
-    try:
-        with (
-            config.patch({**inductor_config, "force_disable_caches": True}),
-            mock.patch.object(compile_fx_module, "post_grad_passes", post_grad_passes),
-        ):
-            yield backend
-    finally:
-        callback_handler.remove_start_callback(frame_started)
-        torch._dynamo.reset()
-
-
-def floor_run(case: Any) -> FloorRun:
-    """``case`` under plain ``torch.compile`` stopped after the post-grad passes (stock settings + the case's)."""
-    import torch
-
-    from compile_checks.pipelines import pipeline_settings
-
-    settings = pipeline_settings(case.pipeline)
-    functionalization = case.functionalization or settings.functionalization
-    patches = {
-        **settings.inductor_config,
-        **dict(case.inductor_config),
-        "enable_auto_functionalized_v2": functionalization == "v2",
-    }
-    run = FloorRun()
-    t0 = time.perf_counter()
-    with _floor_inductor(run, patches) as backend:
-        if case.compile is not None:
-            compiled = case.compile(backend) or case.fn
-        else:
-            compiled = torch.compile(case.fn, backend=backend, dynamic=case.dynamic, fullgraph=case.fullgraph)
-        if case.driver is not None:
-            case.driver(compiled)
-        else:
-            compiled(*case.args, **dict(case.kwargs))
-    run.wall_seconds = time.perf_counter() - t0
-    return run
+from compile_checks.case.floor import FloorRun, check_region_seconds, floor_run
 
 
 def check_run(case: Any) -> FloorRun:
@@ -132,9 +31,7 @@ def check_run(case: Any) -> FloorRun:
     from compile_checks.case import run_case
 
     result = run_case(case, analysis_only=True)
-    per_region = result.report.region_phase_seconds
-    regions = [sum(float(v) for v in per_region[i].values()) for i in sorted(per_region)]
-    return FloorRun(regions, result.wall_seconds)
+    return FloorRun(check_region_seconds(result.report), result.wall_seconds)
 
 
 @dataclass
