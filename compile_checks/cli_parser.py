@@ -41,8 +41,8 @@ RUN_OPTIONS: list[Option] = [
     _o(
         "--floor",
         **_FLAG,
-        help="also compile each case the floor way (plain torch.compile stopped after post-grad): "
-        "seconds per region, check vs floor (about doubles the gate's compile time)",
+        help="also time each case the floor way (plain torch.compile stopped after post-grad) and the check's: "
+        "seconds per region, check vs floor (about 3x the gate's compile time)",
     ),
     _o("--shard", metavar="K/N", help="run shard K of N of the plan (a stable split; `merge` joins the outputs)"),
     _o(

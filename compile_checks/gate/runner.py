@@ -94,20 +94,28 @@ def run_planned(planned: PlannedCase, builder: CaseBuilder, dump_root: Path | No
     if isinstance(floor, str):
         outcome.notes.append(floor)
     elif floor is not None:
-        outcome.check_region_seconds = check_region_seconds(result.report)
-        outcome.floor_region_seconds = floor
+        outcome.check_region_seconds, outcome.floor_region_seconds = floor
     return outcome
 
 
-def _floor(planned: PlannedCase, case: Case) -> list[float] | str:
-    """``--floor``: the case compiled again the floor way (after its check: the same tensors, dynamo reset);
-    seconds per region, or a note saying why there is none. A failure here is a note, never the verdict's."""
+def _floor(planned: PlannedCase, case: Case) -> tuple[list[float], list[float]] | str:
+    """``--floor``: seconds per region, (the check's, the floor's), or a note saying why there are none.
+
+    Both are timed after the verdict's run, floor first, then the check again (its verdict is not
+    used): the verdict's run paid what a first compile of this graph costs in this process (lazy
+    imports, fake-tensor and decomposition caches that ``torch._dynamo.reset()`` keeps), which a floor
+    timed after it would not. A failure here is a note, never the verdict's.
+    """
     if not planned.analysis_only or planned.codegen_smoke:  # the floor stops after post-grad: no codegen
         return "--floor: not measured (a full compile; the floor stops after the post-grad passes)"
+    if case.driver is not None and not case.check_writes:  # the Case's own word: its driver cannot run twice
+        return "--floor: not measured (check_writes=False: the case's driver cannot run again)"
     try:
-        return floor_run(case).region_seconds
+        floor = floor_run(case).region_seconds
+        check = check_region_seconds(run_case(case, analysis_only=True).report)
     except Exception as e:
-        return f"--floor: the floor run failed: {type(e).__name__}: {(str(e).splitlines() or [''])[0]}"
+        return f"--floor: a timing run failed: {type(e).__name__}: {(str(e).splitlines() or [''])[0]}"
+    return check, floor
 
 
 # ---- process pool (--jobs N) ----------------------------------------------------------------
