@@ -184,7 +184,10 @@ class Workers:
         for process in processes:
             process.terminate()
         for process in processes:
-            process.join(timeout=10)
+            process.join(timeout=5)
+            if process.is_alive():  # SIGTERM not acted on (seen once under load while importing): SIGKILL
+                process.kill()
+                process.join(timeout=5)
 
 
 def run_plan(
