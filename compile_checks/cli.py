@@ -35,9 +35,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from compile_checks.cli_parser import NOT_FOR_LIST, RUN_OPTIONS, dest_of
-from compile_checks.cli_parser import merged as _merge
-from compile_checks.cli_parser import parser as _parser
+from compile_checks.cli_parser import NOT_FOR_LIST, RUN_OPTIONS, dest_of, merged, parser
 from compile_checks.errors import UnwritableOutput, UsageError
 from compile_checks.gate.config import ConfigError, GateConfig, load_config
 from compile_checks.gate.stderr_noise import HeldStderr, held_stderr, wanted
@@ -162,7 +160,7 @@ def _main(argv: list[str]) -> int:
         )
         return ExitCode.USAGE
     try:
-        args = _merge(_parser().parse_args(argv))
+        args = merged(parser().parse_args(argv))
     except SystemExit as e:  # argparse printed its usage line (or --help)
         return ExitCode.USAGE if e.code not in (0, None) else ExitCode.CLEAN
     held = HeldStderr()

@@ -50,7 +50,9 @@ def test_dump_usage_error_does_not_create_the_out_dir(tmp_path: Path) -> None:
 
 
 def test_the_mode_is_resolved_once_the_command_line_over_the_table(tmp_path: Path) -> None:
-    from compile_checks.cli import _gate_mode, _merge, _parser, resolve_mode
+    from compile_checks.cli import _gate_mode, resolve_mode
+    from compile_checks.cli_parser import merged as _merge
+    from compile_checks.cli_parser import parser as _parser
     from compile_checks.errors import UsageError
     from compile_checks.gate.config import GateConfig
     from compile_checks.vocab import Mode
@@ -79,7 +81,8 @@ def test_dump_refuses_analysis_only_before_anything_runs(tmp_path: Path, capsys:
 
 
 def test_options_merge_across_levels() -> None:
-    from compile_checks.cli import _merge, _parser
+    from compile_checks.cli_parser import merged as _merge
+    from compile_checks.cli_parser import parser as _parser
 
     args = _merge(
         _parser().parse_args(["--pipeline", "stock", "--json", "gate", "--pipeline", "vllm", "--jobs", "2", "t.py:X"])

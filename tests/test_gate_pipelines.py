@@ -199,7 +199,8 @@ def test_list_pipeline(tmp_path: Path, capsys: pytest.CaptureFixture[str], monke
 
 def test_dump_compiles_each_case_under_one_pipeline_unless_told(tmp_path: Path) -> None:
     """The table's three pipelines are the gate's: dump compiles each case once (its own pipeline)."""
-    from compile_checks.cli import _merge, _parser
+    from compile_checks.cli_parser import merged as _merge
+    from compile_checks.cli_parser import parser as _parser
     from compile_checks.gate.commands import plan
     from compile_checks.gate.config import load_config
 

@@ -121,10 +121,18 @@ def floor_run(case: Any) -> FloorRun:
     return run
 
 
+def check_run(case: Any) -> FloorRun:
+    """``run_case(case, analysis_only=True)``: seconds per region (dynamo + AOT + post-grad + the check's)."""
+    from compile_checks.case.run import run_case
+
+    result = run_case(case, analysis_only=True)
+    return FloorRun(check_region_seconds(result.report), result.wall_seconds)
+
+
 def check_region_seconds(report: Any) -> list[float]:
     """The check's seconds per region of a ``CloneReport`` (its compile phases, summed), in region order."""
     per_region = report.region_phase_seconds
     return [sum(float(v) for v in per_region[i].values()) for i in sorted(per_region)]
 
 
-__all__ = ["FloorRun", "check_region_seconds", "floor_run"]
+__all__ = ["FloorRun", "check_region_seconds", "check_run", "floor_run"]

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from compile_checks.case import Case, run_case
-from compile_checks.case.floor import check_region_seconds, floor_run
+from compile_checks.case.floor import check_run, floor_run
 from compile_checks.gate.outcome import Outcome, outcome_from_ranked, outcome_from_result
 from compile_checks.ranks import RankedCase, run_ranked
 from compile_checks.vocab import ErrorKind
@@ -88,8 +88,7 @@ def run_planned(planned: PlannedCase, builder: CaseBuilder, dump_root: Path | No
     except OSError as e:
         return failed(ErrorKind.UNWRITABLE, f"cannot write dumps: {e}")
     except Exception as e:
-        first = (str(e).splitlines() or [""])[0]
-        return failed(ErrorKind.COMPILE, f"the check failed: {type(e).__name__}: {first}")
+        return failed(ErrorKind.COMPILE, f"the check failed: {_error_line(e)}")
     outcome = outcome_from_result(planned, result)
     if isinstance(floor, str):
         outcome.notes.append(floor)
@@ -112,10 +111,15 @@ def _floor(planned: PlannedCase, case: Case) -> tuple[list[float], list[float]] 
         return "--floor: not measured (check_writes=False: the case's driver cannot run again)"
     try:
         floor = floor_run(case).region_seconds
-        check = check_region_seconds(run_case(case, analysis_only=True).report)
+        check = check_run(case).region_seconds
     except Exception as e:
-        return f"--floor: a timing run failed: {type(e).__name__}: {(str(e).splitlines() or [''])[0]}"
+        return f"--floor: a timing run failed: {_error_line(e)}"
     return check, floor
+
+
+def _error_line(e: BaseException) -> str:
+    """``Type: first line of the message``: one line per failure in the table."""
+    return f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}"
 
 
 # ---- process pool (--jobs N) ----------------------------------------------------------------

@@ -39,11 +39,10 @@ class HeldStderr:
 
     def __init__(self) -> None:
         self.text = ""
-        self.active = False
 
-    def show(self, *, failed: bool, stream: TextIO | None = None) -> None:
-        """Failed: everything held, under a header. Passed: one line, if anything was held."""
-        out = stream or sys.stderr
+    def show(self, *, failed: bool) -> None:
+        """On stderr: failed, everything held, under a header; passed, one line, if anything was held."""
+        out = sys.stderr
         lines = self.text.splitlines()
         if not lines:
             return
@@ -89,7 +88,6 @@ def held_stderr(enabled: bool = True) -> Iterator[HeldStderr]:
     _flush_std()
     os.dup2(sink.fileno(), 2)
     _terminal.append(real)
-    held.active = True
     try:
         yield held
     finally:
@@ -102,4 +100,3 @@ def held_stderr(enabled: bool = True) -> Iterator[HeldStderr]:
         sink.seek(0)
         held.text = sink.read().decode("utf-8", errors="replace")
         sink.close()
-        held.active = False

@@ -23,15 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from compile_checks.case.floor import FloorRun, check_region_seconds, floor_run
-
-
-def check_run(case: Any) -> FloorRun:
-    """``run_case(case, analysis_only=True)``: seconds per region (dynamo + AOT + post-grad + the check's)."""
-    from compile_checks.case import run_case
-
-    result = run_case(case, analysis_only=True)
-    return FloorRun(check_region_seconds(result.report), result.wall_seconds)
+from compile_checks.case.floor import FloorRun, check_run, floor_run
 
 
 @dataclass
