@@ -182,16 +182,27 @@ class Workers:
         self.pool.shutdown(wait=True, cancel_futures=True)
 
     def stop(self) -> None:
-        """Not needed after all (a usage error, a plan too small): stopped now, not after their imports."""
+        """Not needed after all (a usage error, a plan too small): stopped now, not after their imports.
+
+        The pool's manager thread joins the same processes: whichever thread reaps one first, the
+        other's ``is_alive()`` reads True until the reaper stores the exit code (``waitpid`` fails
+        with ECHILD for the loser). So the manager thread is waited for before anything is judged.
+        """
         processes = list((getattr(self.pool, "_processes", None) or {}).values())
+        manager = getattr(self.pool, "_executor_manager_thread", None)
         self.pool.shutdown(wait=False, cancel_futures=True)
         for process in processes:
             process.terminate()
+        if manager is not None:
+            manager.join(timeout=5)
         for process in processes:
             process.join(timeout=5)
             if process.is_alive():  # SIGTERM not acted on (seen once under load while importing): SIGKILL
                 process.kill()
-                process.join(timeout=5)
+        if manager is not None:
+            manager.join(timeout=5)
+        for process in processes:
+            process.join(timeout=5)
 
 
 def run_plan(
