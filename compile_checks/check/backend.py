@@ -40,6 +40,7 @@ from compile_checks.check.graph.aten_writes import whole_pool_passes
 from compile_checks.check.graph.blind_spots import subgraph_mutations
 from compile_checks.check.graph.copies import find_copy_sites, misplaced_write_backs
 from compile_checks.check.graph.functionalized import FunctionalizedArg, functionalized_calls
+from compile_checks.check.graph.generated_buffers import settle_inductors_choices, upper_bound_note
 from compile_checks.check.graph.geometry import StorageRef, SymbolBinder, TensorGeometry, geometry_of, symbol_binders
 from compile_checks.check.graph.input_offsets import rebase_input_offsets
 from compile_checks.check.graph.sites import CloneSite
@@ -179,6 +180,8 @@ class Probe:
                 inner.misplaced = misplaced_write_backs(gm.graph)
                 clones = {c.clone_node for c in inner.clone_sites}
                 inner.notes = whole_pool_passes(gm.graph, clones)
+                if self.analysis_only:
+                    inner.notes += [upper_bound_note(c) for c in inner.clone_sites if c.buffer_is_inductors_choice]
                 inner.post_grad_code = gm.code
                 inner.binders = symbol_binders(gm.graph)
                 inner.inputs = [geometry_of(n.meta.get("val")) for n in gm.graph.nodes if n.op == "placeholder"]
@@ -211,10 +214,13 @@ class Probe:
             after = Phase.FX_RUNNER if self.analysis_only else Phase.CODEGEN
             region.phase_seconds[after] += max(0.0, elapsed - prep - post_grad)
             self._current_inner, self._current_gm, self._post_grad_seconds, self._post_grad_started = saved
+        inner.generated_code = str(getattr(out, "source_code", "") or "")
+        if inner.generated_code:  # a full compile: its code settles the buffers that were Inductor's choice
+            inner.clone_sites, settled = settle_inductors_choices(inner.clone_sites, inner.generated_code)
+            inner.notes += settled
         inner.recorder = CallRecorder(
             self.pools, inner.clone_sites, inner.functionalized, inner.binders, self.received_pools, inner.inputs
         )
-        inner.generated_code = str(getattr(out, "source_code", "") or "")
         if inner.nothing_to_lower and not inner.post_grad_seen:
             # Inductor returned the graph's own forward (no post-grad passes, no code): nothing to attribute
             return out

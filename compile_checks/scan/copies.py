@@ -21,6 +21,7 @@ import torch.fx
 
 from compile_checks.check.graph.copies import find_copy_sites, written_back_values
 from compile_checks.check.graph.fx_helpers import flatten_nodes, node_line, op_name, view_chain_root, write_backs
+from compile_checks.check.graph.generated_buffers import settle_inductors_choices, upper_bound_note
 from compile_checks.check.graph.sites import CloneSite, is_view_scatter
 from compile_checks.explain.explanations import FIXES
 from compile_checks.explain.user_source import short_path, user_frames
@@ -172,6 +173,17 @@ def _allocations(output_code: str) -> set[tuple[int, ...]]:
     return shapes
 
 
+def _nothing_to_lower(aot_graph: str | None) -> bool:
+    """Whether AOT's logged graph has no call node (False when absent or unreadable: never assumed)."""
+    if aot_graph is None:
+        return False
+    try:
+        graph = parse_graph(aot_graph).graph
+    except GraphTextError:
+        return False
+    return not any(n.op.startswith("call") for n in graph.nodes)
+
+
 def _unknown_op_problems(graph: torch.fx.Graph) -> list[str]:
     """An unregistered op handed a clone of an input: whether it writes it (a copy) is unknowable."""
     out: list[str] = []
@@ -205,6 +217,11 @@ def scan_graph(art: GraphArtifacts, pools: PoolMap, region: int) -> GraphScan:
     """The copies of one logged graph (``region``: its position in the scan, as the live ``region``)."""
     t0 = time.perf_counter()
     out = GraphScan(art, notes=list(art.notes))
+    if art.post_grad is None and _nothing_to_lower(art.aot_graph):
+        # Inductor's own no-op rule (compile_fx_inner: no call node): it runs no pass and logs no post-grad
+        # graph for a graph that returns its inputs (``x.type_as(v)`` of equal dtypes); nothing to copy
+        out.notes.append(f"{art.label}: AOT's graph has no call (Inductor lowers nothing): nothing to copy")
+        return out
     if art.post_grad is None:
         out.error = (
             f"{art.label} ({art.origin}): the trace has no post-grad graph for this compile (an analysis-only or "
@@ -224,7 +241,13 @@ def scan_graph(art: GraphArtifacts, pools: PoolMap, region: int) -> GraphScan:
     allocated = _allocations(art.output_code) if art.output_code else None
     if allocated is None:
         out.notes.append("no output code logged: the verdict is the post-grad graph's alone")
-    for site in find_copy_sites(graph):
+    sites = find_copy_sites(graph)
+    if art.output_code:  # as the live check's full compile: the code settles Inductor's buffer choices
+        sites, settled = settle_inductors_choices(sites, art.output_code)
+        out.notes += settled
+    else:
+        out.notes += [upper_bound_note(s) for s in sites if s.buffer_is_inductors_choice]
+    for site in sites:
         copy_node = nodes[site.clone_node]
         symbolic = symbolic_nbytes(copy_node.meta.get("val"))
         nbytes: int | str = symbolic if symbolic is not None else site.clone.nbytes

@@ -118,11 +118,51 @@ def allocates_buffer(write: torch.fx.Node) -> bool:
     """
     if not is_view_scatter(write):
         return True
-    for user in write.users:
-        if user.op == "call_function" and (user.target is _aten.copy_.default or is_functional_write(user)):
-            continue
-        return True
-    return False
+    return any(not _is_write_back_or_chain(user) for user in write.users)
+
+
+# views whose result is a sub-range of their input's elements (the window read of a scattered cache)
+_SUB_VIEW_OPS: frozenset[object] = frozenset(
+    getattr(_aten, name) for name in ("slice", "select", "narrow", "as_strided") if hasattr(_aten, name)
+)
+
+
+def read_only_through_sub_views(write: torch.fx.Node) -> bool:
+    """Whether every reader of a view scatter besides its write-back takes fewer elements than it has.
+
+    Seen in Inductor's code (Self-Forcing's ``cache[:, :end]`` read of the scattered cache): a sub-view
+    reader leaves the scatter lazy and it is computed inside its readers, no buffer; ``end`` equal to
+    the whole length (a whole-tensor reader) gives it a buffer. Which one Inductor picks is its lowering's
+    choice, not ours to predict: such a site is kept (an upper bound) and marked
+    ``buffer_is_inductors_choice``. Symbolic sizes are never called smaller.
+    """
+    whole = _numel(write)
+    if whole is None:
+        return False
+    readers = [u for u in write.users if not _is_write_back_or_chain(u)]
+    if not readers:
+        return False
+    for user in readers:
+        if user.op != "call_function" or getattr(user.target, "overloadpacket", None) not in _SUB_VIEW_OPS:
+            return False  # a whole-tensor reader (or one we cannot size): Inductor realizes the scatter
+        part = _numel(user)
+        if part is None or part >= whole:
+            return False  # a view of all of it reads it whole
+    return True
+
+
+def _is_write_back_or_chain(user: torch.fx.Node) -> bool:
+    return user.op == "call_function" and (user.target is _aten.copy_.default or is_functional_write(user))
+
+
+def _numel(node: torch.fx.Node) -> int | None:
+    val = node.meta.get("val")
+    if not isinstance(val, torch.Tensor):
+        return None
+    numel = val.numel()
+    if isinstance(numel, torch.SymInt):  # symbolic: its value if known, never int() (that would add a guard)
+        return numel.node.maybe_as_int()
+    return int(numel)
 
 
 def whole_pool_passes(graph: torch.fx.Graph, written_back_clones: Collection[str] = ()) -> list[str]:
@@ -200,6 +240,7 @@ def _write_site(
         written=written,
         clone_source=self_geo,
         view_in_input_storage=True,
+        buffer_is_inductors_choice=is_view_scatter(write) and read_only_through_sub_views(write),
     )
 
 
@@ -215,5 +256,6 @@ __all__ = [
     "allocates_buffer",
     "find_aten_write_copies",
     "is_functional_write",
+    "read_only_through_sub_views",
     "whole_pool_passes",
 ]

@@ -42,6 +42,11 @@ class CloneSite:
     # other (op, argument) pairs written through the same copy (a shared v2 base, two ops on one
     # clone): one buffer in the generated code, so one site
     also_feeds: tuple[tuple[str, str], ...] = ()
+    # a view scatter whose other readers each take a strict sub-view of it (the window ``cache[:, :end]``
+    # read after ``cache[:, a:b] = x``): whether it gets a buffer is Inductor's lowering choice (it may
+    # compute it inside its readers and the write-back, no buffer), so this site is an upper bound until
+    # a full compile's generated code says (compile_checks.check.graph.generated_buffers)
+    buffer_is_inductors_choice: bool = False
 
     def real_view(
         self, placeholder: StorageRef, bindings: dict, compiled_input: TensorGeometry | None = None

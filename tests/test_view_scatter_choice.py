@@ -1,0 +1,168 @@
+"""A view scatter read only through sub-views: Inductor's choice, settled by a full compile's code.
+
+Self-Forcing's fused twin writes ``cache[:, a:b] = x`` then reads ``cache[:, :end]``. While ``end`` is
+short of the cache, Inductor computes the scatter inside its readers and the write-back (no buffer);
+the last chunk reads all of it and gets a cache-sized buffer. The post-grad graph cannot tell, so
+analysis-only counts every such scatter (an upper bound, with a note); a full compile keeps exactly
+the buffers its generated code allocates. Truth: the pool-sized allocations in that code.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import torch
+from _checks import pool_sized_allocations
+from _self_forcing import self_forcing_case
+
+from compile_checks.case import CaseResult, run_case
+from compile_checks.check.graph import generated_buffers
+from compile_checks.check.graph.generated_buffers import allocated_bytes, settle_inductors_choices
+from compile_checks.check.graph.geometry import TensorGeometry
+from compile_checks.check.graph.sites import CloneSite
+from compile_checks.scan.command import scan_paths
+from compile_checks.scan.inputs import PoolMap
+from compile_checks.vocab import CopyKind
+
+CHUNKS = 3  # caches of 3 chunks x 4 tokens: 768 B, a size no activation of this stack has
+CACHE_BYTES = CHUNKS * 4 * 2 * 8 * 4
+
+
+def _copies_by_region(result) -> Counter[int]:
+    return Counter(region for region, _node in {(c.region, c.node) for c in result.report.clones})
+
+
+def _code_buffers_by_region(result) -> Counter[int]:
+    out: Counter[int] = Counter()
+    for region, sources in result.report.sources.items():
+        for code in sources.generated:
+            out[region] += len([b for b in pool_sized_allocations(code, CACHE_BYTES) if b == CACHE_BYTES])
+    return +out
+
+
+@pytest.fixture(scope="module")
+def traced(tmp_path_factory: pytest.TempPathFactory) -> tuple[CaseResult, Path]:
+    """The full compile, with torch's structured trace on (what ``compile-checks scan`` reads)."""
+    from torch._logging._internal import LazyTraceHandler, TorchLogsFormatter, trace_log
+
+    out = tmp_path_factory.mktemp("sff_trace")
+    handler = LazyTraceHandler(str(out))
+    handler.setFormatter(TorchLogsFormatter(trace=True))
+    level = trace_log.level
+    trace_log.setLevel(logging.DEBUG)
+    trace_log.addHandler(handler)
+    try:
+        result = run_case(self_forcing_case("sff", layout="fused", chunks=CHUNKS), analysis_only=False)
+    finally:
+        trace_log.removeHandler(handler)
+        trace_log.setLevel(level)
+        handler.close()
+    return result, out
+
+
+@pytest.fixture(scope="module")
+def full_result(traced: tuple[CaseResult, Path]) -> CaseResult:
+    return traced[0]
+
+
+@pytest.mark.compile
+def test_full_compile_counts_copies_only_where_the_generated_code_allocates_a_cache(full_result) -> None:
+    """Per region: copies only where the code allocates a cache-sized buffer, never more copies than such
+    buffers (the last chunk's code also allocates the whole-window K/V for SDPA: cache-sized too)."""
+    assert full_result.passed and not full_result.report.clean
+    truth, copies = _code_buffers_by_region(full_result), _copies_by_region(full_result)
+    assert set(copies) == set(truth) and all(copies[r] <= truth[r] for r in copies)
+    settled = [n for n in full_result.report.notes if "Inductor computed it inside its readers" in n]
+    assert len(settled) == 2 * (CHUNKS - 1)  # K and V of every chunk but the last (whose reader is whole)
+
+
+@pytest.mark.compile
+def test_negative_control_unsettled_full_compile_counts_copies_the_code_does_not_have(
+    monkeypatch: pytest.MonkeyPatch, full_result
+) -> None:
+    """Without the settlement (every scatter kept) the same comparison fails: the test above can fail."""
+    import compile_checks.check.backend as backend
+
+    monkeypatch.setattr(backend, "settle_inductors_choices", lambda sites, code: (list(sites), []))
+    unsettled = run_case(self_forcing_case("sff", layout="fused", chunks=CHUNKS), analysis_only=False)
+    truth, copies = _code_buffers_by_region(unsettled), _copies_by_region(unsettled)
+    assert truth == _code_buffers_by_region(full_result)  # the same code
+    assert set(copies) != set(truth) and sum(copies.values()) == 2 * CHUNKS
+
+
+@pytest.mark.compile
+def test_analysis_only_counts_each_choice_and_says_it_is_an_upper_bound() -> None:
+    fast = run_case(self_forcing_case("sff", layout="fused", chunks=CHUNKS), analysis_only=True)
+    assert not fast.report.clean and fast.passed
+    assert sum(_copies_by_region(fast).values()) == 2 * CHUNKS  # K and V of every chunk
+    upper = [n for n in fast.report.notes if "an upper bound" in n and "--full" in n]
+    assert len(upper) == 2 * (CHUNKS - 1)  # the last chunk reads the whole cache: certain, no note
+
+
+@pytest.mark.compile
+def test_the_scan_of_the_trace_settles_as_the_live_check(traced: tuple[CaseResult, Path]) -> None:
+    """The trace logs the output code: the scan keeps the same copies and notes the same settled ones."""
+    result, trace = traced
+    scans = scan_paths([trace], PoolMap({}))
+    assert not [s.error for s in scans if s.error]
+    # the stack's no-op graphs (``x.type_as(v)``): no post-grad graph logged, no error either (an AOT graph
+    # with calls and no post-grad graph still is one: test_scan_agreement.test_analysis_only_trace_is_an_error)
+    assert any("Inductor lowers nothing" in n for s in scans for n in s.notes)
+    scanned = [(c["node"], c["nbytes"]) for s in scans for c in s.copies]
+    live = [(node, nbytes) for _r, node, nbytes in sorted({(c.region, c.node, c.nbytes) for c in result.report.clones})]
+    assert sorted(scanned) == sorted(live) and len(live) == 2
+    settled = [n for s in scans for n in s.notes if "Inductor computed it inside its readers" in n]
+    assert len(settled) == 2 * (CHUNKS - 1)
+
+
+def test_the_split_stack_has_no_choice_to_settle() -> None:
+    """The clean stack writes its caches in place: nothing counted, nothing noted."""
+    r = run_case(self_forcing_case("sf", chunks=CHUNKS), analysis_only=True)
+    assert r.report.clean and not [n for n in r.report.notes if "sub-views" in n]
+
+
+# ---- the parser and the settlement on plain data -----------------------------------------------------
+
+WRAPPER = """
+def call(args):
+    arg0_1, = args
+    buf0 = empty_strided_cpu((1, 12, 2, 8), (192, 16, 8, 1), torch.float32)
+    buf1 = empty_strided_cpu((4, 4), (4, 1), torch.float64)
+    buf2 = buf0; del buf0  # reuse
+    return (buf2, )
+"""
+
+
+def _site(node: str, nbytes: int, choice: bool) -> CloneSite:
+    geo = TensorGeometry(shape=(nbytes // 4,), stride=(1,), storage_offset=0, dtype=torch.float32)
+    return CloneSite(
+        op="aten::slice_scatter", arg="self", clone_node=node, placeholder="arg0_1", placeholder_index=0,
+        clone=geo, view=geo, clone_source_offset=0, clones_whole_input=False,
+        kind=CopyKind.ATEN_WRITE_COPY, buffer_is_inductors_choice=choice,
+    )  # fmt: skip
+
+
+def test_allocated_bytes_counts_allocations_and_reuses() -> None:
+    assert allocated_bytes(WRAPPER) == Counter({768: 2, 128: 1})
+    assert allocated_bytes(WRAPPER.replace("(1, 12, 2, 8)", "(1, s0, 2, 8)")) == Counter({None: 2, 128: 1})
+    assert allocated_bytes('extern "C" void kernel(...)') is None  # not a Python wrapper
+
+
+def test_settlement_keeps_what_the_code_allocates_and_drops_only_choices() -> None:
+    certain, choice, other = _site("a", 768, False), _site("b", 768, True), _site("c", 768, True)
+    kept, notes = settle_inductors_choices([certain, choice, other], WRAPPER)  # two 768 B buffers
+    assert kept == [certain, choice] and len(notes) == 1 and notes[0].startswith("c: ")
+    one_buffer = WRAPPER.replace("    buf2 = buf0; del buf0  # reuse\n", "")
+    assert settle_inductors_choices([certain, choice], one_buffer)[0] == [certain]  # certain sites are never dropped
+    assert settle_inductors_choices([certain], "def call(args):\n    pass\n") == ([certain], [])
+
+
+def test_settlement_never_drops_on_a_doubt() -> None:
+    choice = _site("b", 768, True)
+    symbolic = WRAPPER.replace("(4, 4), (4, 1)", "(s0, 4), (4, 1)").replace("(1, 12, 2, 8)", "(1, 2, 2, 8)")
+    assert settle_inductors_choices([choice], symbolic) == ([choice], [])  # a symbolic buffer may be it
+    assert settle_inductors_choices([choice], "void call() {}") == ([choice], [])  # cpp_wrapper code: unread
+    assert "settle_inductors_choices" in generated_buffers.__all__
