@@ -166,3 +166,45 @@ def test_settlement_never_drops_on_a_doubt() -> None:
     assert settle_inductors_choices([choice], symbolic) == ([choice], [])  # a symbolic buffer may be it
     assert settle_inductors_choices([choice], "void call() {}") == ([choice], [])  # cpp_wrapper code: unread
     assert "settle_inductors_choices" in generated_buffers.__all__
+
+
+# ---- why such a scatter is a copy: the replay of Inductor's reinplace rules ----------------------------
+
+
+@pytest.mark.compile
+def test_the_fused_twins_scatters_are_explained_by_their_later_reads(fast_result, full_result) -> None:
+    """Each K/V scatter is a copy because the old cache is read after the write (the stack's gather-first
+    bug), named with its own reader: K's and V's readers differ. Was ``other: no reinplace decision``."""
+    from compile_checks.vocab import Cause
+
+    for result in (fast_result, full_result):
+        for clone in result.report.clones:
+            e = clone.explanation
+            assert e is not None and e.cause == Cause.READ_AFTER_WRITE, (clone.node, e)
+            assert "_self_forcing.py:" in e.reason and clone.pool in e.reason
+        readers = {c.node: c.explanation.reason.split(" by `")[1].split("`")[0] for c in result.report.clones}
+        assert len(set(readers.values())) == 2  # slice_scatter_default (K) and slice_scatter_default_1 (V)
+
+
+def _scatter_graph(read_after: bool) -> torch.fx.Graph:
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def step(k: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        before = k[2:4] * 2
+        new = torch.slice_scatter(k, x, 0, 0, 2)
+        after = k[2:4] * 3 if read_after else before
+        k.copy_(new)
+        return after
+
+    return make_fx(step, tracing_mode="fake")(torch.zeros(8, 4), torch.ones(2, 4)).graph
+
+
+def test_the_replay_refuses_a_view_scatter_only_for_a_later_read() -> None:
+    from compile_checks.explain.refusals import explain_refusals
+    from compile_checks.vocab import Cause
+
+    (late,) = explain_refusals(_scatter_graph(read_after=True))
+    assert late.cause == Cause.READ_AFTER_WRITE and late.op == "aten::slice_scatter" and late.args == ("self",)
+    assert {(r.node, r.op) for r in late.readers} == {("mul_1", "aten::mul")}  # the later read, not `mul`
+    (early,) = explain_refusals(_scatter_graph(read_after=False))  # negative control: nothing read after it
+    assert early.cause == Cause.OTHER and "no reinplace rule refuses it" in early.detail

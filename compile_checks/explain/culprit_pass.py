@@ -32,6 +32,7 @@ from torch._inductor.fx_passes import post_grad as post_grad_module
 from torch._inductor.fx_passes import reinplace as inductor_reinplace
 from torch.fx.passes.graph_transform_observer import GraphTransformObserver
 
+from compile_checks.check.graph.sites import is_view_scatter
 from compile_checks.explain.refusals.records import Refusal
 from compile_checks.explain.refusals.replay import cloned_args, explain_refusals, reconcile
 from compile_checks.vocab import Cause
@@ -227,9 +228,11 @@ class PostGradRecorder:
 
 
 def _has_candidates(graph: torch.fx.Graph) -> bool:
-    """Anything the reinplace pass may clone: a functionalized custom op or an in-placeable ATen write."""
+    """Anything the reinplace pass may clone: a functionalized custom op, an in-placeable ATen write, or a
+    view scatter (canonicalized by the pass into its in-placeable ``_generalized_scatter``)."""
     return any(
-        n.op == "call_function" and (n.target in _AF or n.target in inductor_reinplace.inplaceable_ops)
+        n.op == "call_function"
+        and (n.target in _AF or n.target in inductor_reinplace.inplaceable_ops or is_view_scatter(n))
         for n in graph.nodes
     )
 

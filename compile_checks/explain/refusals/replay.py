@@ -19,6 +19,7 @@ import torch.fx
 from torch._higher_order_ops.auto_functionalize import get_mutable_args
 from torch._inductor.fx_passes import reinplace as inductor_reinplace
 
+from compile_checks.check.graph.sites import is_view_scatter
 from compile_checks.explain.refusals.records import Reader, Refusal, op_label
 from compile_checks.explain.refusals.rules import (
     AF_V1,
@@ -66,6 +67,8 @@ def cloned_args(graph: torch.fx.Graph) -> set[tuple[str, tuple[str, ...]]]:
             out |= {(node.name, names) for names, _, key in _candidates(node) if key in decided}
         elif node.target in inductor_reinplace.inplaceable_ops:
             out |= {(node.name, names) for names, _, _ in _candidates(node)}
+        elif _written_back_view_scatter(node):
+            out.add((node.name, ("self",)))  # left functional (a re-inplaced one is a mutating scatter by then)
     return out
 
 
@@ -76,6 +79,10 @@ def explain_refusals(graph: torch.fx.Graph) -> list[Refusal]:
     out: list[Refusal] = []
     for node in graph.nodes:
         if node.op != "call_function":
+            continue
+        if _written_back_view_scatter(node):
+            why = _scatter_refusal(facts, node)
+            out.append(_refusal(node, op_label(node.target), ("self",), node.args[0], why, None))
             continue
         is_hop = node.target in (AF_V1, AF_V2)
         if not is_hop and node.target not in inductor_reinplace.inplaceable_ops:
@@ -116,13 +123,14 @@ def reconcile(
     out: list[Refusal] = []
     nodes = {n.name: n for n in graph_after.nodes}
     for key in sorted(cloned_args(graph_after), key=lambda k: (list(nodes).index(k[0]), k[1])):
-        r = by_key.get(key)
+        r = by_key.get(key) or _same_scatter(replayed, nodes[key[0]])
         if r is not None:
+            r = dataclasses.replace(r, node=key[0])
             out.append(dataclasses.replace(r, inductor_log=log.get(r.node)))
             continue
         node = nodes[key[0]]
         is_hop = node.target in (AF_V1, AF_V2)
-        mutated = next(m for n, m, _ in _candidates(node) if n == key[1])
+        mutated = node.args[0] if is_view_scatter(node) else next(m for n, m, _ in _candidates(node) if n == key[1])
         verdict: tuple[Cause, str, list[torch.fx.Node]] = (
             Cause.OTHER,
             "Inductor cloned it, though none of the replayed reinplace rules refuses it",
@@ -134,6 +142,42 @@ def reconcile(
             )
         )
     return out
+
+
+def _written_back_view_scatter(node: torch.fx.Node) -> bool:
+    """A view scatter (``cache[:, a:b] = x``) directly on a graph input that a ``copy_`` writes back.
+
+    Inductor canonicalizes it into ``_generalized_scatter`` (in ``inplaceable_ops``, checked by
+    ``should_reinplace_scatter`` then ``can_inplace``) and decomposes what it leaves functional back
+    into a view scatter of a new name, so the replay keys it by its input (:func:`_same_scatter`).
+    """
+    if not is_view_scatter(node):
+        return False
+    base = node.args[0]
+    return base.op in PLACEHOLDERS and any(  # type: ignore[union-attr]
+        u.target is torch.ops.aten.copy_.default and u.args[0] is base and u.args[1] is node for u in node.users
+    )
+
+
+def _scatter_refusal(facts: GraphFacts, node: torch.fx.Node) -> tuple[Cause, str, list[torch.fx.Node]]:
+    """Why a written-back view scatter on an input stays functional: Inductor's ``can_inplace`` refusal
+    (``should_reinplace_scatter`` holds: the result is copied back into the input itself)."""
+    verdict = refusal_of(facts, node, node.args[0])
+    if verdict is not None:
+        return verdict
+    return (
+        Cause.OTHER,
+        "Inductor kept this view scatter functional although no reinplace rule refuses it",
+        [],
+    )
+
+
+def _same_scatter(replayed: list[Refusal], after: torch.fx.Node) -> Refusal | None:
+    """The replayed refusal of the view scatter the pass re-created as ``after`` (same op, same input)."""
+    if not is_view_scatter(after) or not isinstance(after.args[0], torch.fx.Node):
+        return None
+    base = after.args[0].name
+    return next((r for r in replayed if r.op == op_label(after.target) and r.base == base), None)
 
 
 def _refusal(
