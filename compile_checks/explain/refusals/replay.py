@@ -125,8 +125,7 @@ def reconcile(
     for key in sorted(cloned_args(graph_after), key=lambda k: (list(nodes).index(k[0]), k[1])):
         r = by_key.get(key) or _same_scatter(replayed, nodes[key[0]])
         if r is not None:
-            r = dataclasses.replace(r, node=key[0])
-            out.append(dataclasses.replace(r, inductor_log=log.get(r.node)))
+            out.append(dataclasses.replace(r, node=key[0], inductor_log=log.get(key[0])))
             continue
         node = nodes[key[0]]
         is_hop = node.target in (AF_V1, AF_V2)
