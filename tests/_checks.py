@@ -3,14 +3,28 @@
 from __future__ import annotations
 
 import fcntl
+import functools
 import math
 import pickle
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import torch
+
+if TYPE_CHECKING:
+    from compile_checks.case import CaseResult
+
+
+@functools.cache
+def scenario_analysis(name: str) -> CaseResult:
+    """One analysis-only run of a built-in scenario per process, shared by every test that reads its
+    verdict (the modules asking are grouped on one pytest-xdist worker: _scheduling.CROSS_MODULE_GROUPS)."""
+    from compile_checks.case import run_case
+    from compile_checks.scenarios import scenario_case
+
+    return run_case(scenario_case(name), analysis_only=True)
 
 
 def check_rejects(fn: Callable[[], object], match: str) -> None:

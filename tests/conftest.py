@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 # vLLM resolves its platform at first import: a CUDA vLLM wheel on this CPU-only host needs
@@ -12,6 +13,7 @@ os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 
 import pytest
 import torch
+from _scheduling import shared_setup_groups
 from hypothesis import settings
 
 settings.register_profile("ci", deadline=None, max_examples=60, derandomize=True)
@@ -56,22 +58,21 @@ def truths(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str, Callable[
 
 
 # ---- pytest-xdist: shared setup on one worker, the longest work first ----------------------------------
-# A test module whose tests share an expensive module/session fixture runs on one worker, so the fixture is
-# built once (a module fixture is per worker) and no worker waits on the other's lock. Each group is one
-# unit of work, handed out in collection order (`--no-loadscope-reorder`): the longest units go first, so
-# the two workers finish together instead of one idling while the other runs a 30 s unit last.
+# A test module whose tests share an expensive module/session fixture (or a module-level cache) runs on
+# one worker, so it is built once (a module fixture is per worker) and no worker waits on the other's
+# lock: _scheduling.shared_setup_groups reads those scopes from each module's source. Each group is one
+# unit of work, handed out in collection order (`--no-loadscope-reorder`): the longest units go first,
+# so the two workers finish together instead of one idling while the other runs a 30 s unit last.
 # (xdist_group marks do not group here: xdist 3.8 renames `item._nodeid`, which pytest 9.2 no longer reads;
 # so `--dist loadgroup` gets this scheduler, which groups by file name.)
-SHARED_SETUP_GROUPS = {
-    "test_scan_agreement.py": "scan_traces",  # session fixture: one subprocess, 4 full compiles
-    "test_ranks_example.py": "ranks_example",  # module fixture: the 2-rank example through the gate
-    "test_example_engine.py": "example_engine",  # module fixture: the example engine's cases
-    "test_scenarios_cases.py": "scenarios_cases",  # functools.cache: one analysis run per scenario
-}
+SHARED_SETUP_GROUPS = shared_setup_groups(Path(__file__).resolve().parent)
 # the longest single tests and groups (--durations), first in the queue
 LONGEST_FIRST = (
     "tests/test_scan_agreement.py",
+    "tests/test_compile_checks_e2e.py",  # with test_scenarios_cases.py: one group (scenario_analysis)
+    "tests/test_scenarios_cases.py",
     "tests/test_ranks_example.py",
+    "tests/test_view_scatter_choice.py",
     "tests/test_robust_dumps.py::test_every_cli_dump_path_keeps_the_verdict[dump]",
     "tests/test_ranks_launch.py::test_a_rank_that_hangs_is_killed_at_the_timeout_and_reported_hung",
     "tests/test_ranks_collectives.py",

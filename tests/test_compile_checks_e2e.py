@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from _checks import scenario_analysis
 
 import ar_paging
 from compile_checks import (
@@ -141,7 +142,7 @@ def _run_scenario(s: Scenario, analysis_only: bool = False) -> CaseResult:
 
 def test_fused_scenario_full_run_flags_every_layers_v_pool() -> None:
     s = SCENARIOS["fused"]
-    r = _run_scenario(s, analysis_only=True)
+    r = scenario_analysis(s.name)
     assert not r.check_passed and r.passed and r.eager_match
     assert sorted(c.pool for c in r.report.clones) == [f"layer{i}.v" for i in range(s.num_layers)]
     assert all(c.arg == "v_pool" and c.nbytes == 2 * s.pool_bytes for c in r.report.clones)
@@ -161,7 +162,7 @@ def test_fused_scenario_full_run_flags_every_layers_v_pool() -> None:
 def test_scenario_verdict(name: str) -> None:
     """Every scenario, full loop, analysis-only (Inductor stops after its post-grad passes)."""
     s = SCENARIOS[name]
-    r = _run_scenario(s, analysis_only=True)
+    r = scenario_analysis(name)
     assert r.passed, f"{name}: expected clean={s.expect_clean}, got clones {[(c.arg, c.pool) for c in r.report.clones]}"
     assert r.eager_match, f"{name}: compiled differs from eager by {r.max_abs_diff}"
     assert r.output.num_steps == s.num_chunks * s.denoise_steps and r.output.evicted_blocks >= 1

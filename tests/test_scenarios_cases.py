@@ -7,12 +7,11 @@ code that backs each verdict is checked in test_scenarios_generated_code.py.
 from __future__ import annotations
 
 import dataclasses
-import functools
 
 import pytest
-from _checks import check_rejects
+from _checks import check_rejects, scenario_analysis
 
-from compile_checks.case import Case, CaseResult, run_case
+from compile_checks.case import Case, CaseResult
 from compile_checks.pipelines import resolve
 from compile_checks.reports.accounting import bytes_per_run, node_costs
 from compile_checks.scenarios import (
@@ -121,12 +120,6 @@ def test_bad_arguments_are_value_errors_naming_them() -> None:
 # ------------------------------------------------------------------------------------------
 
 
-@functools.cache
-def _run(name: str) -> CaseResult:
-    """One analysis-only run per scenario and process: several tests read the same verdict."""
-    return run_case(scenario_case(name), analysis_only=True)
-
-
 def _cloned(r: CaseResult) -> set[str]:
     return {c.pool for c in r.report.clones}
 
@@ -137,7 +130,7 @@ def _all_pools(name: str) -> set[str]:
 
 @pytest.mark.parametrize("name", ["fused_kv_v1", "attn_op_commit_after"])
 def test_negative_control_clones_k_and_v_of_every_layer(name: str) -> None:
-    r = _run(name)
+    r = scenario_analysis(name)
     assert not r.check_passed and r.passed and r.eager_match, r.notes
     assert _cloned(r) == _all_pools(name)
 
@@ -155,26 +148,26 @@ def test_negative_control_clones_k_and_v_of_every_layer(name: str) -> None:
     ],
 )
 def test_clean_twin_keeps_no_pool_copy(name: str) -> None:
-    r = _run(name)
+    r = scenario_analysis(name)
     assert r.check_passed and r.passed and r.eager_match, [(c.arg, c.pool) for c in r.report.clones]
 
 
 def test_commit_before_writes_every_step_and_reads_the_chunk_back_in_place() -> None:
     """The recommended shape: every layer's pools are mutated and all of them re-inplaced."""
-    r = _run("commit_before")
+    r = scenario_analysis("commit_before")
     assert {m.pool for m in r.report.mutated_args} == _all_pools("commit_before")
     assert all(m.reinplaced for m in r.report.mutated_args)
 
 
 def test_index_put_commit_is_caught() -> None:
     """Negative control: the generated code copies both pools (test_scenarios_generated_code.py)."""
-    r = _run("index_put_commit")
+    r = scenario_analysis("index_put_commit")
     assert not r.check_passed and r.passed
 
 
 def test_index_put_commit_runs_and_matches_eager() -> None:
     """The ATen commit's copies are a cost, not a wrong answer: the run matches eager."""
-    r = _run("index_put_commit")
+    r = scenario_analysis("index_put_commit")
     assert r.eager_match and r.case.expect_clean is False
     assert {c.kind for c in r.report.clones} == {"aten_write_copy"}
 
@@ -186,7 +179,7 @@ def test_index_put_commit_runs_and_matches_eager() -> None:
 
 def test_scenario_case_runs_through_run_case_with_its_host_loops_accounting() -> None:
     s = SCENARIOS["attn_op_commit_after"]
-    r = run_case(scenario_case(s), analysis_only=True)
+    r = scenario_analysis(s.name)
     stats = r.output
     assert isinstance(r, CaseResult) and isinstance(stats, RunStats) and r.report.output is stats
     assert r.case.meta["scenario"] is s and r.analysis_only

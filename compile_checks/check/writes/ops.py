@@ -6,6 +6,7 @@ Apart because the dispatch-mode watcher and the post-grad graph walk ask the sam
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -35,19 +36,32 @@ def op_name(func: Any) -> str:
 
 def is_opaque(func: Any) -> bool:
     """An op whose body the check cannot see: a dispatcher op outside the trusted namespaces."""
-    return isinstance(func, torch._ops.OpOverload) and func.namespace not in TRUSTED_NAMESPACES
+    return isinstance(func, torch._ops.OpOverload) and _namespace(func) not in TRUSTED_NAMESPACES
+
+
+# per op overload, not per call: the write watcher asks both questions around every op an eager run
+# dispatches (tens of thousands per case); an overload's namespace and schema never change
+@functools.cache
+def _namespace(func: torch._ops.OpOverload) -> str:
+    return str(func.namespace)
+
+
+@functools.cache
+def _written_arguments(func: Any) -> tuple[tuple[int, str], ...]:
+    """(position, name) of each argument the schema marks written (``Tensor(a!)``)."""
+    schema = getattr(func, "_schema", None)
+    if schema is None:
+        return ()
+    return tuple(
+        (i, a.name) for i, a in enumerate(schema.arguments) if a.alias_info is not None and a.alias_info.is_write
+    )
 
 
 def declared_mutations(func: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> list[torch.Tensor]:
     """The tensors an op call declares it writes (``Tensor(a!)`` arguments, lists flattened)."""
-    schema = getattr(func, "_schema", None)
-    if schema is None:
-        return []
     out: list[torch.Tensor] = []
-    for i, a in enumerate(schema.arguments):
-        if a.alias_info is None or not a.alias_info.is_write:
-            continue
-        value = args[i] if i < len(args) else kwargs.get(a.name)
+    for i, name in _written_arguments(func):
+        value = args[i] if i < len(args) else kwargs.get(name)
         values = value if isinstance(value, (list, tuple)) else [value]
         out += [v for v in values if isinstance(v, torch.Tensor)]
     return out
@@ -55,8 +69,7 @@ def declared_mutations(func: Any, args: tuple[Any, ...], kwargs: Mapping[str, An
 
 def declares_write(op: Any) -> bool:
     """Whether an op's schema declares a mutation of any argument."""
-    schema = getattr(op, "_schema", None)
-    return schema is not None and any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments)
+    return bool(_written_arguments(op))
 
 
 __all__ = [
