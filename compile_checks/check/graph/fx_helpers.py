@@ -7,6 +7,7 @@ without writing it); a mutated graph input is one AOT writes back with an
 
 from __future__ import annotations
 
+import functools
 import operator
 import re
 
@@ -24,12 +25,24 @@ def op_name(target: object) -> str:
     return str(target)
 
 
-def mutated_arg_names(target: object) -> list[str]:
-    """Names of the schema arguments an op writes (``alias_info.is_write``)."""
+@functools.cache
+def written_arguments(target: object) -> tuple[tuple[int, str], ...]:
+    """(position, name) of each schema argument an op writes (``alias_info.is_write``); none without a schema.
+
+    Cached per target: an overload's schema never changes, and the write watcher asks around every op
+    an eager run dispatches (tens of thousands per case).
+    """
     schema = getattr(target, "_schema", None)
     if schema is None:
-        return []
-    return [a.name for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write]
+        return ()
+    return tuple(
+        (i, a.name) for i, a in enumerate(schema.arguments) if a.alias_info is not None and a.alias_info.is_write
+    )
+
+
+def mutated_arg_names(target: object) -> list[str]:
+    """Names of the schema arguments an op writes (``alias_info.is_write``)."""
+    return [name for _, name in written_arguments(target)]
 
 
 def is_view_op(target: object) -> bool:

@@ -12,6 +12,8 @@ from typing import Any
 
 import torch
 
+from compile_checks.check.graph.fx_helpers import written_arguments
+
 # namespaces whose ops' schemas are trusted: an op there writes only what it declares
 TRUSTED_NAMESPACES: frozenset[str] = frozenset(
     {"aten", "prims", "inductor", "_c10d_functional", "c10d_functional", "profiler", "debugprims"}
@@ -39,28 +41,17 @@ def is_opaque(func: Any) -> bool:
     return isinstance(func, torch._ops.OpOverload) and _namespace(func) not in TRUSTED_NAMESPACES
 
 
-# per op overload, not per call: the write watcher asks both questions around every op an eager run
-# dispatches (tens of thousands per case); an overload's namespace and schema never change
+# per op overload, not per call: the write watcher asks around every op an eager run dispatches (tens
+# of thousands per case); an overload's namespace never changes (its written arguments: fx_helpers)
 @functools.cache
 def _namespace(func: torch._ops.OpOverload) -> str:
     return str(func.namespace)
 
 
-@functools.cache
-def _written_arguments(func: Any) -> tuple[tuple[int, str], ...]:
-    """(position, name) of each argument the schema marks written (``Tensor(a!)``)."""
-    schema = getattr(func, "_schema", None)
-    if schema is None:
-        return ()
-    return tuple(
-        (i, a.name) for i, a in enumerate(schema.arguments) if a.alias_info is not None and a.alias_info.is_write
-    )
-
-
 def declared_mutations(func: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> list[torch.Tensor]:
     """The tensors an op call declares it writes (``Tensor(a!)`` arguments, lists flattened)."""
     out: list[torch.Tensor] = []
-    for i, name in _written_arguments(func):
+    for i, name in written_arguments(func):
         value = args[i] if i < len(args) else kwargs.get(name)
         values = value if isinstance(value, (list, tuple)) else [value]
         out += [v for v in values if isinstance(v, torch.Tensor)]
@@ -69,7 +60,7 @@ def declared_mutations(func: Any, args: tuple[Any, ...], kwargs: Mapping[str, An
 
 def declares_write(op: Any) -> bool:
     """Whether an op's schema declares a mutation of any argument."""
-    return bool(_written_arguments(op))
+    return bool(written_arguments(op))
 
 
 __all__ = [
