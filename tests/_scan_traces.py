@@ -26,6 +26,7 @@ os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 
 import torch
 import torch._inductor.config as inductor_config
+from _kernel_store import from_environment  # this script's folder is sys.path[0]
 from torch._logging._internal import LazyTraceHandler, TorchLogsFormatter, trace_log
 
 from compile_checks.case import Case, run_case
@@ -80,10 +81,11 @@ def main(argv: list[str]) -> int:
         torch.set_default_device(os.environ["SCAN_TRACE_DEVICE"])
     out = Path(argv[0])
     out.mkdir(parents=True, exist_ok=True)
-    for spec in argv[1:]:
-        live = traced(out, spec)
-        (out / f"{spec.replace(':', '-')}.live.json").write_text(json.dumps(live))
-        print(json.dumps(live), flush=True)
+    with from_environment():  # the test session's kernels, when run by test_scan_agreement
+        for spec in argv[1:]:
+            live = traced(out, spec)
+            (out / f"{spec.replace(':', '-')}.live.json").write_text(json.dumps(live))
+            print(json.dumps(live), flush=True)
     return 0
 
 

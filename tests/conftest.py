@@ -35,6 +35,32 @@ def _inductor_caches_off():
     inductor_config.force_disable_caches = old
 
 
+def _session_folder(tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:
+    """A folder of this test session that every pytest-xdist worker shares (the workers' common parent)."""
+    base = tmp_path_factory.getbasetemp()
+    root = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / name
+    root.mkdir(exist_ok=True)
+    return root
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _kernel_store(tmp_path_factory: pytest.TempPathFactory):
+    """Each distinct Inductor C++ kernel is built by g++ once per session (_kernel_store: why it is sound).
+
+    ``TESTS_KERNEL_STORE=0`` builds every kernel in every compile, as the product does. The folder is
+    exported in ``TESTS_KERNEL_STORE`` so the test helpers' subprocesses (_scan_traces.py) use it too.
+    """
+    from _kernel_store import STORE_ENV, kernel_store
+
+    if os.environ.get(STORE_ENV) == "0":
+        yield
+        return
+    store = Path(os.environ.get(STORE_ENV) or _session_folder(tmp_path_factory, "kernels"))
+    os.environ[STORE_ENV] = str(store)
+    with kernel_store(store):
+        yield
+
+
 @pytest.fixture
 def debug_checks():
     """ar_paging's debug checks (range/duplicate slot checks, syncs) on for one test, restored after."""
@@ -51,9 +77,7 @@ def truths(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str, Callable[
     """``truths(key, compute)``: a ground truth computed once per session across xdist workers (_checks.shared_truth)."""
     from _checks import shared_truth
 
-    base = tmp_path_factory.getbasetemp()
-    root = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "truths"  # the workers' common parent
-    root.mkdir(exist_ok=True)
+    root = _session_folder(tmp_path_factory, "truths")
     return lambda key, compute: shared_truth(root, key, compute)
 
 
