@@ -44,6 +44,17 @@ def rank1_hangs(rank: int, world_size: int) -> Case:
     return _tiny_case(rank)
 
 
+def sees_a_fresh_ranks_environment(rank: int, world_size: int) -> Case:
+    """A clean case, built only where the rank sees what the launcher set for it (and the group is up)."""
+    import os
+
+    seen = {k: os.environ.get(k) for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR")}
+    expected = {"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world_size), "MASTER_ADDR": "127.0.0.1"}
+    if seen != expected or dist.get_world_size() != world_size:
+        raise RuntimeError(f"rank {rank} sees {seen}, expected {expected}")
+    return _tiny_case(rank)
+
+
 def not_a_case(rank: int, world_size: int) -> object:
     return {"rank": rank}
 

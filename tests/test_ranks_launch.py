@@ -1,6 +1,6 @@
 """Ranks as processes: a rank that raises or hangs is an error naming it with its log tail, within the timeout.
 
-Each test starts 2 real processes under gloo (about 3-5 s of ``import torch`` each).
+Each test starts 2 real processes under gloo (forked from the preloaded server: tests/test_ranks_forked.py).
 """
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ import _ranks_factories as factories
 import pytest
 
 from compile_checks.ranks import RankedCase, run_ranked
-from compile_checks.ranks.launcher import PEER_GRACE_S
+from compile_checks.ranks.launcher import PEER_GRACE_S, RankRun, rank_end_seconds
+from compile_checks.ranks.merge import RankedResult
 
 
 def test_a_rank_that_raises_is_an_error_with_its_traceback_listed_first() -> None:
@@ -52,3 +53,22 @@ def test_a_rank_that_hangs_is_killed_at_the_timeout_and_reported_hung() -> None:
 def test_a_factory_that_returns_no_case_is_an_error_of_each_rank() -> None:
     result = run_ranked(RankedCase("nocase", factories.not_a_case, timeout_s=60), analysis_only=True)
     assert len(result.errors) == 2 and all("returned dict, not a Case" in e for e in result.errors)
+
+
+def test_ranks_seen_ending_in_one_poll_are_ordered_by_their_own_ends() -> None:
+    """Rank 1 raised at 2.0 s; rank 0 failed at 2.1 s because of it; the launcher saw both gone at 2.2 s.
+    Negative control: ordered by what the launcher saw, rank 0 (the consequence) would lead."""
+    launched_at = 1000.0
+    results = {
+        0: {"rank": 0, "error": "E: peer closed", "ended_at": 1002.1},
+        1: {"rank": 1, "error": "E: deliberate", "ended_at": 1002.0},
+    }
+    runs = [RankRun(r, 1, rank_end_seconds(2.2, results[r], launched_at), "", results[r]) for r in (0, 1)]
+    result = RankedResult(RankedCase("x", factories.not_a_case), "gloo", runs, 3.0, True)
+    assert [e.split()[1] for e in result.errors] == ["1", "0"]
+    seen_only = [RankRun(r, 1, 2.2, "", results[r]) for r in (0, 1)]
+    assert [
+        e.split()[1] for e in RankedResult(RankedCase("x", factories.not_a_case), "gloo", seen_only, 3.0, True).errors
+    ] == ["0", "1"]
+    assert rank_end_seconds(7.5, None, launched_at) == 7.5  # no result (killed, crashed): what the launcher saw
+    assert rank_end_seconds(7.5, {"rank": 0}, launched_at) == 7.5  # a result without its end (an older worker)

@@ -1,6 +1,7 @@
 """Start one process per rank, wait for all within the case's timeout, collect each rank's JSON.
 
-Each rank is ``python -m compile_checks.ranks.worker JOB.json`` in its own session (so a hung
+Each rank is ``python -m compile_checks.ranks.worker JOB.json`` (under gloo on a host without CUDA,
+the same worker forked from a preloaded server: ``forked``) in its own session (so a hung
 rank, and any compile workers it started, are killed as one process group), joining the group
 at ``tcp://127.0.0.1:PORT`` on a free port. ``MASTER_ADDR`` / ``MASTER_PORT`` / ``RANK`` /
 ``LOCAL_RANK`` / ``WORLD_SIZE`` are set too, for engine code that reads them. When one rank
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import compile_checks
+from compile_checks.ranks.forked import ForkedRank, can_fork
 from compile_checks.ranks.spec import RankedCase
 
 # after a rank failed, how long its peers may still finish on their own before they are stopped
@@ -75,11 +77,41 @@ def _child_env(rank: int, world_size: int, port: int) -> dict[str, str]:
     return env
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    """Kill the rank's process group (started by us with ``start_new_session``)."""
-    with contextlib.suppress(ProcessLookupError):  # it ended on its own meanwhile
-        os.killpg(proc.pid, signal.SIGKILL)
+RankProcess = subprocess.Popen[bytes] | ForkedRank
+
+
+def rank_end_seconds(seen_s: float, result: dict[str, Any] | None, launched_at: float) -> float:
+    """When the rank ended, in seconds since launch: its own clock (``ended_at``) where it wrote one, else when
+    the launcher saw it gone. Ranks that end within one poll are seen together; their own ends keep the rank that
+    failed first (the cause) ahead of the peer that failed because of it."""
+    if result is None or "ended_at" not in result:
+        return seen_s
+    return min(seen_s, float(result["ended_at"]) - launched_at)
+
+
+def _stop(proc: RankProcess) -> None:
+    """Kill the rank's process group (its own session: ``start_new_session``, or the forked rank's ``setsid``)."""
+    if isinstance(proc, ForkedRank):
+        proc.kill_group()
+    else:
+        with contextlib.suppress(ProcessLookupError):  # it ended on its own meanwhile
+            os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
+
+
+def _start(job_path: Path, log_path: Path, env: dict[str, str], *, forked: bool) -> RankProcess:
+    """One rank: forked from the preloaded server (``forked``), or a fresh interpreter."""
+    if forked:
+        return ForkedRank(job_path, log_path, env)
+    with log_path.open("wb") as log:
+        return subprocess.Popen(
+            [sys.executable, "-m", "compile_checks.ranks.worker", str(job_path)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,  # its own process group: killed whole, and no Ctrl-C of ours
+        )
 
 
 def _job(
@@ -104,7 +136,7 @@ def _job(
 
 
 def _wait(
-    procs: list[subprocess.Popen[bytes]], timeout_s: float, started: float, poll_s: float
+    procs: list[RankProcess], timeout_s: float, started: float, poll_s: float
 ) -> tuple[dict[int, float], dict[int, str]]:
     """Every rank's end (seconds since start), and why the launcher stopped the ones it killed."""
     ended: dict[int, float] = {}
@@ -142,8 +174,9 @@ def launch(
     port = free_port()
     with tempfile.TemporaryDirectory(prefix=f"compile_checks_ranks_{os.getpid()}_") as tmp:
         work = Path(tmp)
-        procs: list[subprocess.Popen[bytes]] = []
-        started = time.perf_counter()
+        procs: list[RankProcess] = []
+        forked = can_fork(backend)
+        started, launched_at = time.perf_counter(), time.time()
         try:
             for rank in range(ranked.world_size):
                 job = _job(
@@ -156,17 +189,8 @@ def launch(
                     result=work / f"rank{rank}.json",
                 )
                 (work / f"rank{rank}.job.json").write_text(json.dumps(job))
-                with (work / f"rank{rank}.log").open("wb") as log:
-                    procs.append(
-                        subprocess.Popen(
-                            [sys.executable, "-m", "compile_checks.ranks.worker", str(work / f"rank{rank}.job.json")],
-                            stdout=log,
-                            stderr=subprocess.STDOUT,
-                            stdin=subprocess.DEVNULL,
-                            env=_child_env(rank, ranked.world_size, port),
-                            start_new_session=True,  # its own process group: killed whole, and no Ctrl-C of ours
-                        )
-                    )
+                env = _child_env(rank, ranked.world_size, port)
+                procs.append(_start(work / f"rank{rank}.job.json", work / f"rank{rank}.log", env, forked=forked))
             ended, stopped = _wait(procs, ranked.timeout_s, started, poll_s)
         finally:  # an interrupt (or a failed start) must not leave ranks running in their own sessions
             for proc in procs:
@@ -179,17 +203,19 @@ def launch(
         runs = []
         for rank, proc in enumerate(procs):
             result_file = work / f"rank{rank}.json"
+            result = json.loads(result_file.read_text()) if result_file.is_file() else None
+            seconds = rank_end_seconds(ended[rank], result, launched_at)
             runs.append(
                 RankRun(
                     rank=rank,
                     returncode=None if rank in stopped else proc.returncode,
-                    seconds=ended[rank],
+                    seconds=seconds,
                     log_tail=_tail(work / f"rank{rank}.log"),
-                    result=json.loads(result_file.read_text()) if result_file.is_file() else None,
+                    result=result,
                     stopped_because=stopped.get(rank),
                 )
             )
         return runs
 
 
-__all__ = ["PEER_GRACE_S", "RankRun", "default_backend", "free_port", "launch"]
+__all__ = ["PEER_GRACE_S", "RankRun", "default_backend", "free_port", "launch", "rank_end_seconds"]

@@ -79,7 +79,8 @@ def run_rank(job: dict[str, Any]) -> dict[str, Any]:
     return rank_result(rank, run_case(case, analysis_only=job["analysis_only"], dump_dir=job["dump_dir"]))
 
 
-def main(job_path: str) -> int:
+def main(job_path: str, start: str = "fresh") -> int:
+    """Run the job; ``start``: how this process began ("fresh" interpreter, or "forked" from the preloaded server)."""
     job = json.loads(Path(job_path).read_text())
     import torch  # noqa: F401  (what a rank costs before it does anything: the interpreter, torch, this package)
 
@@ -93,7 +94,12 @@ def main(job_path: str) -> int:
         out = {"rank": job["rank"], "error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()}
         traceback.print_exc()
         code = 1
-    out.update(startup_seconds=startup_seconds, process_seconds=time.perf_counter() - started)
+    out.update(
+        start=start,
+        startup_seconds=startup_seconds,
+        process_seconds=time.perf_counter() - started,
+        ended_at=time.time(),  # its own clock: a rank that failed first is named first even if seen in one poll
+    )
     Path(job["result"]).write_text(json.dumps(out, default=str))
     if code == 0:
         import torch.distributed as dist

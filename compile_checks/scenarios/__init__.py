@@ -9,7 +9,10 @@ built-in gate's cases. :mod:`.registry` holds the scenarios, the default gate (c
 negative controls) and the full-compile smoke set.
 """
 
-from compile_checks.scenarios.cases import builtin_cases, scenario_case
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from compile_checks.scenarios.registry import (
     DEFAULT_GATE,
     DEFAULT_GATE_CLEAN,
@@ -19,6 +22,19 @@ from compile_checks.scenarios.registry import (
     scenario,
 )
 from compile_checks.scenarios.spec import ATTENTIONS, COMMIT_OPS, COMMIT_ORDERS, LAYOUTS, Scenario
+
+if TYPE_CHECKING:
+    from compile_checks.scenarios.cases import builtin_cases, scenario_case
+
+
+def __getattr__(name: str) -> Any:
+    """``scenario_case`` / ``builtin_cases`` on first use: building a case imports ar_paging's host loop and vLLM
+    (~6 s); naming the scenarios (``compile-checks list``) needs neither."""
+    if name in ("builtin_cases", "scenario_case"):
+        from compile_checks.scenarios import cases
+
+        return getattr(cases, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "ATTENTIONS",
