@@ -70,6 +70,7 @@ def shift(x: torch.Tensor) -> torch.Tensor:
     return x * 3.25 - 7.5
 
 
+@pytest.mark.compile
 @pytest.mark.parametrize("use_store", [True, False])
 def test_inductor_rebuilds_a_kernel_only_without_the_store(tmp_path: Path, use_store: bool) -> None:
     """With the store a second from-scratch compile of the same function runs no g++, and its result is

@@ -20,12 +20,14 @@ from compile_checks.ranks import RankedCase, forked, run_ranked
 from compile_checks.ranks.forked import FORK_ENV, can_fork
 
 
+@pytest.mark.compile  # each rank compiles its tiny case (analysis-only)
 def test_cpu_ranks_are_forked_and_see_their_own_environment_and_group() -> None:
     result = run_ranked(RankedCase("env", factories.sees_a_fresh_ranks_environment, timeout_s=120), analysis_only=True)
     assert result.passed and result.clean is True, result.errors
     assert {rank: r["start"] for rank, r in result.results.items()} == {0: "forked", 1: "forked"}
 
 
+@pytest.mark.compile  # each rank compiles its tiny case (analysis-only)
 def test_ranks_start_fresh_when_forking_is_off_and_the_switch_is_checked(monkeypatch: pytest.MonkeyPatch) -> None:
     """The negative control of the test above: the same field reads "fresh" for a fresh interpreter."""
     monkeypatch.setenv(FORK_ENV, "0")
@@ -57,6 +59,7 @@ def script_as_main(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return marks
 
 
+@pytest.mark.compile  # each rank compiles its tiny case (analysis-only)
 def test_a_rank_does_not_import_the_launching_script_again(script_as_main: Path) -> None:
     """An engine's check script that runs its ranked case at top level (no ``__name__`` guard) must not run
     again in every rank, which multiprocessing's fork server start does by default."""
@@ -65,6 +68,7 @@ def test_a_rank_does_not_import_the_launching_script_again(script_as_main: Path)
     assert not script_as_main.exists()
 
 
+@pytest.mark.compile  # each rank compiles its tiny case (analysis-only)
 def test_negative_control_multiprocessings_own_start_imports_the_script_in_every_rank(script_as_main: Path) -> None:
     with mock.patch.object(forked._RankProcess, "_Popen", staticmethod(popen_forkserver.Popen)):
         result = run_ranked(

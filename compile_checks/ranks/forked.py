@@ -9,6 +9,9 @@ no compile, no torch thread pool), the way vLLM starts its own CPU workers.
 Only where nothing has initialised CUDA can be forked safely: gloo on a host without CUDA. nccl
 ranks (and gloo on a CUDA host) start as fresh interpreters (``launcher``).
 
+The server starts at the first forked launch of a process, with that moment's environment: what
+its imports read then (vLLM's platform) holds for every later rank of that process.
+
 A forked rank sees what a fresh one would: its own session (killed whole as a process group), its
 stdout and stderr in the log, stdin from /dev/null, the launcher's environment and working
 folder, and ``PYTHONPATH`` / the working folder first on ``sys.path``.
