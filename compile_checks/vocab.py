@@ -198,3 +198,13 @@ class Phase(StrEnum):
 
 PHASES: tuple[str, ...] = tuple(Phase)
 __all__ += ["PHASES", "Phase"]
+
+
+class RankStart(StrEnum):
+    """How a rank's process began (its JSON's ``start``): see ``compile_checks.ranks.forked``."""
+
+    FRESH = "fresh"  # ``python -m compile_checks.ranks.worker``: nccl, a CUDA host, COMPILE_CHECKS_RANKS_FORK=0
+    FORKED = "forked"  # forked from the server that imported torch, this package and vLLM once (gloo, no CUDA)
+
+
+__all__ += ["RankStart"]

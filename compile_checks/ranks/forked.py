@@ -30,6 +30,8 @@ from multiprocessing import context, forkserver, popen_forkserver, reduction, sp
 from pathlib import Path
 from typing import Any
 
+from compile_checks.vocab import RankStart
+
 # the server imports these before it forks any rank (an ImportError is skipped: the rank imports it itself)
 PRELOAD = ("compile_checks.ranks.worker",)
 PRELOAD_VLLM = "compile_checks.ranks.preload_vllm"
@@ -107,7 +109,7 @@ def _rank_main(job_path: str, log_path: str, env: dict[str, str], cwd: str) -> N
     sys.path[:0] = [cwd, *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
     from compile_checks.ranks.worker import main
 
-    sys.exit(main(job_path, start="forked"))
+    sys.exit(main(job_path, start=RankStart.FORKED))
 
 
 class ForkedRank:

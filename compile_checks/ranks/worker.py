@@ -21,6 +21,7 @@ from typing import Any
 from compile_checks.case import Case, CaseResult, run_case
 from compile_checks.ranks.spec import FactoryRef, RankedCaseError
 from compile_checks.verdict import copy_fields
+from compile_checks.vocab import RankStart
 
 
 def rank_result(rank: int, result: CaseResult) -> dict[str, Any]:
@@ -79,8 +80,8 @@ def run_rank(job: dict[str, Any]) -> dict[str, Any]:
     return rank_result(rank, run_case(case, analysis_only=job["analysis_only"], dump_dir=job["dump_dir"]))
 
 
-def main(job_path: str, start: str = "fresh") -> int:
-    """Run the job; ``start``: how this process began ("fresh" interpreter, or "forked" from the preloaded server)."""
+def main(job_path: str, start: RankStart = RankStart.FRESH) -> int:
+    """Run the job; ``start``: how this process began (a fresh interpreter, or forked from the preloaded server)."""
     job = json.loads(Path(job_path).read_text())
     import torch  # noqa: F401  (what a rank costs before it does anything: the interpreter, torch, this package)
 
@@ -95,7 +96,7 @@ def main(job_path: str, start: str = "fresh") -> int:
         traceback.print_exc()
         code = 1
     out.update(
-        start=start,
+        start=str(start),
         startup_seconds=startup_seconds,
         process_seconds=time.perf_counter() - started,
         ended_at=time.time(),  # its own clock: a rank that failed first is named first even if seen in one poll
