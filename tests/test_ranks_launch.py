@@ -37,15 +37,14 @@ def test_a_peer_that_does_not_notice_is_stopped_after_the_grace_not_the_timeout(
 @pytest.mark.compile  # rank 0 compiles its tiny case
 def test_a_rank_that_hangs_is_killed_at_the_timeout_and_reported_hung() -> None:
     t0 = time.perf_counter()
-    # 6 s: a forked rank 0 is ready in ~0.03 s and compiles its tiny case in ~1-2 s (the wait is idle wall)
-    result = run_ranked(RankedCase("hangs", factories.rank1_hangs, timeout_s=6), analysis_only=True)
+    result = run_ranked(RankedCase("hangs", factories.rank1_hangs, timeout_s=12), analysis_only=True)
     assert time.perf_counter() - t0 < 40
     assert result.clean is None and not result.passed
     hung = [e for e in result.errors if e.startswith("rank 1 ")]
-    assert len(hung) == 1 and hung[0].startswith("rank 1 still running at the timeout (6 s): hung?")
+    assert len(hung) == 1 and hung[0].startswith("rank 1 still running at the timeout (12 s): hung?")
     assert "rank 1 is about to hang" in hung[0]  # its log tail
     assert result.runs[1].returncode is None and result.runs[1].stopped_because is not None
-    # rank 0 reached its own verdict, unless a loaded box kept it from finishing its compile within 6 s too
+    # rank 0 reached its own verdict, unless a loaded box kept it from finishing its compile within 12 s too
     assert result.results.get(0, {}).get("clean") is True or any(
         e.startswith("rank 0 still running") for e in result.errors
     )
