@@ -89,7 +89,7 @@ class _RankProcess(context.ForkServerProcess):  # type: ignore[misc,name-defined
 
 def _start_server_with_preload() -> None:
     # takes effect when the server starts: at the first forked launch of this process
-    vllm = importlib.util.find_spec("vllm") is not None  # run_case imports it wherever it is installed
+    vllm = importlib.util.find_spec("vllm") is not None  # an engine's case on vLLM imports it in every rank
     multiprocessing.get_context("forkserver").set_forkserver_preload([*PRELOAD, *([PRELOAD_VLLM] if vllm else [])])
 
 

@@ -1,4 +1,7 @@
-"""Preloaded by the ranks' fork server where vLLM is installed (``forked.py``): every rank's ``run_case`` imports it.
+"""Preloaded by the ranks' fork server where vLLM is installed (``forked.py``).
+
+An engine's ranked case on vLLM (its paged KV cache, ``ar_paging``, vLLM's collectives) imports it in
+every rank; a case that never touches vLLM pays this ~5.5 s once, in the server, for nothing.
 
 ``prepare_process_for_vllm`` first: ``VLLM_TARGET_DEVICE=cpu`` before vLLM resolves its platform,
 as a rank started as a fresh interpreter does before its factory imports vLLM.
