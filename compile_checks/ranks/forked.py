@@ -20,6 +20,7 @@ folder, and ``PYTHONPATH`` / the working folder first on ``sys.path``.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.util
 import io
 import multiprocessing
@@ -46,9 +47,10 @@ def can_fork(backend: str) -> bool:
     ``COMPILE_CHECKS_RANKS_FORK=0``."""
     import torch
 
-    if os.environ.get(FORK_ENV, "1") not in ("0", "1"):
-        raise ValueError(f"{FORK_ENV}={os.environ[FORK_ENV]!r}: expected 1 (fork CPU ranks, the default) or 0")
-    return os.environ.get(FORK_ENV, "1") == "1" and backend == "gloo" and not torch.cuda.is_available()
+    setting = os.environ.get(FORK_ENV, "1")
+    if setting not in ("0", "1"):
+        raise ValueError(f"{FORK_ENV}={setting!r}: expected 1 (fork CPU ranks, the default) or 0")
+    return setting == "1" and backend == "gloo" and not torch.cuda.is_available()
 
 
 # the parts of multiprocessing's start-up data a rank takes: not the launching process's __main__
@@ -87,8 +89,8 @@ class _RankProcess(context.ForkServerProcess):  # type: ignore[misc,name-defined
         return _Popen(process_obj)
 
 
-def _start_server_with_preload() -> None:
-    # takes effect when the server starts: at the first forked launch of this process
+@functools.cache  # once per process: the preload takes effect only when the server starts (first forked launch)
+def _set_server_preload() -> None:
     vllm = importlib.util.find_spec("vllm") is not None  # an engine's case on vLLM imports it in every rank
     multiprocessing.get_context("forkserver").set_forkserver_preload([*PRELOAD, *([PRELOAD_VLLM] if vllm else [])])
 
@@ -116,7 +118,7 @@ class ForkedRank:
     """A forked rank behind the part of ``subprocess.Popen`` the launcher uses (pid, poll, returncode, wait)."""
 
     def __init__(self, job_path: Path, log_path: Path, env: dict[str, str]) -> None:
-        _start_server_with_preload()
+        _set_server_preload()
         self._proc = _RankProcess(
             target=_rank_main, args=(str(job_path), str(log_path), env, os.getcwd()), name=f"rank:{job_path.stem}"
         )
@@ -135,9 +137,11 @@ class ForkedRank:
         return self._proc.exitcode
 
     def kill_group(self) -> None:
-        """SIGKILL its process group; a rank killed before its ``setsid`` has none yet: kill the rank alone."""
+        """SIGKILL its process group; a rank killed before its ``setsid`` has none yet: kill the rank alone
+        (unless it has ended: the server reaps it at once, and its pid may be another process's by now)."""
         try:
             os.killpg(self.pid, signal.SIGKILL)
         except ProcessLookupError:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.pid, signal.SIGKILL)
+            if self._proc.exitcode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(self.pid, signal.SIGKILL)
