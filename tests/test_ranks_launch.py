@@ -72,3 +72,28 @@ def test_ranks_seen_ending_in_one_poll_are_ordered_by_their_own_ends() -> None:
     ] == ["0", "1"]
     assert rank_end_seconds(7.5, None, launched_at) == 7.5  # no result (killed, crashed): what the launcher saw
     assert rank_end_seconds(7.5, {"rank": 0}, launched_at) == 7.5  # a result without its end (an older worker)
+
+
+@pytest.mark.parametrize("backend", ["gloo", "nccl"])
+def test_gloo_ranks_wait_for_every_peers_connection_before_going_on(backend: str) -> None:
+    """gloo connects its full mesh inside ``init_process_group``: a rank that returns from it and fails at once
+    (a factory that raises) broke a peer still connecting, which was then reported for the wrong reason (5 of
+    30 tries of the no-case test under load). Each gloo rank waits in a barrier first; nccl, which connects
+    at its first collective, does not. Negative control: nccl's order has no barrier, so the check can tell."""
+    from unittest import mock
+
+    import torch.distributed as dist
+
+    from compile_checks.ranks.worker import _init_group
+
+    calls: list[str] = []
+    job = {"backend": backend, "rank": 0, "world_size": 2, "init_method": "tcp://127.0.0.1:1", "timeout_s": 5}
+    with (
+        mock.patch.object(dist, "init_process_group", side_effect=lambda *a, **k: calls.append("init")),
+        mock.patch.object(dist, "barrier", side_effect=lambda *a, **k: calls.append("barrier")),
+        mock.patch("torch.cuda.set_device"),
+        mock.patch("torch.cuda.device_count", return_value=1),
+        mock.patch("torch.set_num_threads"),
+    ):
+        _init_group(job)
+    assert calls == (["init", "barrier"] if backend == "gloo" else ["init"])

@@ -60,6 +60,13 @@ def _init_group(job: dict[str, Any]) -> None:
         world_size=job["world_size"],
         timeout=timedelta(seconds=job["timeout_s"]),
     )
+    if job["backend"] == "gloo":
+        # gloo connects its full mesh inside init_process_group, and a rank can return from it while a peer is
+        # still connecting: one that then fails fast (its factory raises) and exits broke the peer's init
+        # ("connectFullMesh failed ... Connection closed by peer"), so the peer was reported for the wrong
+        # reason (5 of 30 tries under load, with forked ranks). No rank goes on until every rank is connected.
+        # (nccl connects lazily, at the first collective: nothing to wait for here.)
+        dist.barrier()
 
 
 def run_rank(job: dict[str, Any]) -> dict[str, Any]:
