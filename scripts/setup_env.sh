@@ -18,6 +18,14 @@ if [[ -x "$venv/bin/python" && -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; t
 fi
 torch_pin="$(grep -E '^torch==' "$lock" | head -n1)"
 [[ -n "$torch_pin" ]] || { echo "[setup] $lock pins no torch (want a 'torch==X' line)" >&2; exit 1; }
+# torch 2.14.0's wheel and the CUDA runtime libraries it links take ~6 GiB installed, and pip unpacks
+# them beside it: refuse up front rather than leave a half-installed venv (CI once ran out mid-install)
+need_kib=$((8 * 1024 * 1024))
+free_kib="$(df -Pk "$(dirname "$(realpath -m "$venv")")" | awk 'NR==2 {print $4}')"
+if (( free_kib < need_kib )); then
+  echo "[setup] $((free_kib / 1024 / 1024)) GiB free where $venv goes; installing $lock needs ~8 GiB" >&2
+  exit 1
+fi
 echo "[setup] creating $venv with $($py --version) and installing $lock ($torch_pin) ..." >&2
 rm -rf "$venv"
 "$py" -m venv "$venv"
@@ -28,10 +36,14 @@ rm -rf "$venv"
 # but not its GPU-only tooling (triton, cuda-bindings). No GPU is needed: checked below, torch
 # imports with its libraries from this venv and Inductor compiles on the CPU. pyproject.toml
 # declares ranges (for users installing beside vLLM); a lock is one exact environment inside them.
-"$venv/bin/python" -m pip install -q --no-deps --disable-pip-version-check -r "$lock" 2>&1 \
-  | grep -v "is ignored: it is neither a file nor a directory" || true
-"$venv/bin/python" -m pip install -q --no-deps --no-build-isolation --disable-pip-version-check -e . 2>&1 \
-  | grep -v "is ignored: it is neither a file nor a directory" || true
+pip_install() {  # pip's own exit status decides (pipefail); only a known harmless warning is dropped
+  "$venv/bin/python" -m pip install -q --no-deps --disable-pip-version-check "$@" 2>&1 \
+    | { grep -v "is ignored: it is neither a file nor a directory" || true; }
+}
+pip_install -r "$lock" \
+  || { echo "[setup] pip failed installing $lock into $venv (its error is above); $venv is incomplete" >&2; exit 1; }
+pip_install --no-build-isolation -e . \
+  || { echo "[setup] pip failed installing this package (-e .) into $venv (its error is above)" >&2; exit 1; }
 "$venv/bin/python" - "$torch_pin" <<'PY'
 import os
 import re
