@@ -15,18 +15,20 @@ the scan.
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import json
 import logging
 import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 
 import torch
 import torch._inductor.config as inductor_config
-from _kernel_store import from_environment  # this script's folder is sys.path[0]
+from _kernel_store import from_environment  # this script's folder is sys.path[0] (or the tests' in pytest)
 from torch._logging._internal import LazyTraceHandler, TorchLogsFormatter, trace_log
 
 from compile_checks.case import Case, run_case
@@ -39,10 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def build(spec: str) -> tuple[Case, bool]:
     kind, name, pipeline = spec.split(":")
     if kind == "engine":
-        sys.path.insert(0, str(ROOT / "examples" / "engine"))
-        from cases import build_case  # the example engine's own factory
-
-        case = build_case(name, expect_clean=name == "split")
+        case = _engine_cases().build_case(name, expect_clean=name == "split")
         return case.replace(pipeline=Pipeline(pipeline)), False
     # one denoising step per chunk: only the commit graph is compiled (as the gate's codegen smoke);
     # ``dynamic:NAME``: the scenario compiled with dynamic=True (symbolic sizes in the logged graph)
@@ -51,10 +50,29 @@ def build(spec: str) -> tuple[Case, bool]:
     return case, kind == "analysis"
 
 
+def _engine_cases() -> Any:
+    """examples/engine/cases.py under a name of its own: a test process may already hold another
+    example's ``cases`` module (test_writes_blocks_example imports examples/engine_blocks' at collection)."""
+    name = "_scan_traces_engine_cases"
+    if name not in sys.modules:
+        folder = ROOT / "examples" / "engine"
+        spec = importlib.util.spec_from_file_location(name, folder / "cases.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.path.insert(0, str(folder))  # its sibling toy_dit.py, as the gate loads a target file
+        try:
+            spec.loader.exec_module(module)
+        finally:
+            sys.path.remove(str(folder))
+        sys.modules[name] = module
+    return sys.modules[name]
+
+
 def traced(out: Path, spec: str) -> dict[str, object]:
     case, analysis_only = build(spec)
     handler = LazyTraceHandler(str(out / spec.replace(":", "-")))
     handler.setFormatter(TorchLogsFormatter(trace=True))
+    level = trace_log.level
     trace_log.setLevel(logging.DEBUG)
     trace_log.addHandler(handler)
     t0 = time.perf_counter()
@@ -62,6 +80,7 @@ def traced(out: Path, spec: str) -> dict[str, object]:
         result = run_case(case, analysis_only=analysis_only)
     finally:
         trace_log.removeHandler(handler)
+        trace_log.setLevel(level)
         handler.close()
     report = result.report
     return {
@@ -74,18 +93,23 @@ def traced(out: Path, spec: str) -> dict[str, object]:
     }
 
 
-def main(argv: list[str]) -> int:
+def produce(out: Path, specs: list[str]) -> None:
+    """Each spec's trace folder and live verdict under ``out``, in this process (test_scan_agreement's
+    session fixture calls it in its pytest worker: no second torch / vLLM import)."""
     inductor_config.force_disable_caches = True
     torch.manual_seed(0)
+    out.mkdir(parents=True, exist_ok=True)
+    for spec in specs:
+        live = traced(out, spec)
+        (out / f"{spec.replace(':', '-')}.live.json").write_text(json.dumps(live))
+        print(json.dumps(live), flush=True)
+
+
+def main(argv: list[str]) -> int:
     if "SCAN_TRACE_DEVICE" in os.environ:  # a TorchFunctionMode: only when asked (it shows in stack traces)
         torch.set_default_device(os.environ["SCAN_TRACE_DEVICE"])
-    out = Path(argv[0])
-    out.mkdir(parents=True, exist_ok=True)
-    with from_environment():  # the test session's kernels, when run by test_scan_agreement
-        for spec in argv[1:]:
-            live = traced(out, spec)
-            (out / f"{spec.replace(':', '-')}.live.json").write_text(json.dumps(live))
-            print(json.dumps(live), flush=True)
+    with from_environment():  # the test session's kernels, when asked (TESTS_KERNEL_STORE)
+        produce(Path(argv[0]), argv[1:])
     return 0
 
 

@@ -48,7 +48,7 @@ def _kernel_store(tmp_path_factory: pytest.TempPathFactory):
     """Each distinct Inductor C++ kernel is built by g++ once per session (_kernel_store: why it is sound).
 
     ``TESTS_KERNEL_STORE=0`` builds every kernel in every compile, as the product does. The folder is
-    exported in ``TESTS_KERNEL_STORE`` so the test helpers' subprocesses (_scan_traces.py) use it too.
+    exported in ``TESTS_KERNEL_STORE``: a test's subprocess may use it (``_kernel_store.from_environment``).
     """
     from _kernel_store import STORE_ENV, kernel_store
 

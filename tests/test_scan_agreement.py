@@ -1,6 +1,6 @@
 """The scan agrees with the live check: same verdict, copies and bytes, on traces torch wrote itself.
 
-One session fixture runs ``tests/_scan_traces.py`` in one subprocess: each case is compiled fully
+One session fixture runs ``tests/_scan_traces.py``'s ``produce`` in its pytest worker: each case is compiled fully
 under the live check (a production compile: the analysis-only gate stops before Inductor logs its
 post-grad graph) with torch's structured-trace handler on, and the live verdict is saved beside
 the trace. The scan then reads only the trace. Negative controls (cases that must keep copying)
@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -28,7 +26,6 @@ from compile_checks.vocab import ExitCode
 
 pytestmark = pytest.mark.compile
 
-ROOT = Path(__file__).resolve().parent.parent
 DEFAULT = (
     "engine:fused:stock",  # negative control: two clones of different sizes in one graph (shared storage)
     "engine:split:vllm",
@@ -62,13 +59,9 @@ def traces(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = root / "scan_traces"
     with FileLock(str(root / "scan_traces.lock")):
         if not (out / "done").exists():
-            env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-            subprocess.run(
-                [sys.executable, str(ROOT / "tests" / "_scan_traces.py"), str(out), *SPECS, NO_POST_GRAD],
-                check=True,
-                env=env,
-                timeout=3600,
-            )
+            from _scan_traces import produce  # in this worker: torch, vLLM and the checker are imported already
+
+            produce(out, [*SPECS, NO_POST_GRAD])
             (out / "done").write_text("\n".join(SPECS))
     return out
 
