@@ -13,10 +13,10 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import re
-import subprocess
 import sys
 import textwrap
 
+import _warm_python as warm_python
 import pytest
 import torch
 from _checks import check_rejects
@@ -247,7 +247,7 @@ def test_registration_in_a_fresh_process():
         print(R.get_manager_class(full).__name__, R.get_manager_class(spec).__name__)
         """
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    out = warm_python.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["FullAttentionManager", "ChunkWindowManager"]
 

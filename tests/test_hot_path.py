@@ -7,10 +7,10 @@ Every check has its negative control: the same check run on the buggy variant
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import textwrap
 
+import _warm_python as warm_python
 import pytest
 import torch
 from _checks import check_rejects
@@ -79,7 +79,7 @@ def test_debug_mode_sync_is_seen_by_the_same_check(debug_checks):
 def test_debug_switch_from_the_environment():
     code = "import ar_paging; print(ar_paging.debug_checks_enabled())"
     env = {**os.environ, "AR_PAGING_DEBUG": "1"}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    out = warm_python.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "True"
     if os.environ.get("AR_PAGING_DEBUG", "0") in ("", "0"):
@@ -161,7 +161,7 @@ def test_import_does_not_import_vllm():
         """
     )
     env = {**os.environ, "VLLM_TARGET_DEVICE": "cpu"}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    out = warm_python.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     # The second line is the negative control: the same check sees vLLM once it is imported.
     assert out.stdout.split() == ["False", "True"]

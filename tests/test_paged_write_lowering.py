@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import sys
 
+import _warm_python as warm_python
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
@@ -167,7 +167,7 @@ def test_environment_variable_turns_it_off():
     code = "import ar_paging; print(ar_paging.lowering_enabled())"
     for value, expected in (("0", "False"), ("1", "True")):
         env = {**os.environ, lowering.ENV_VAR: value}
-        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+        out = warm_python.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
         assert out.stdout.strip() == expected
 
 

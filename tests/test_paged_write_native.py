@@ -19,6 +19,7 @@ import sys
 import textwrap
 from collections.abc import Callable
 
+import _warm_python as warm_python
 import pytest
 import torch
 from test_paged_write import BAD_SLOT_VALUES, BAD_WRITES, _args
@@ -120,7 +121,7 @@ RUN_IN_SUBPROCESS = textwrap.dedent(
 def run_python(env_overrides: dict[str, str]) -> subprocess.CompletedProcess:
     env = {**os.environ, **env_overrides}
     cmd = [sys.executable, "-c", RUN_IN_SUBPROCESS]
-    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300, check=False)
+    return warm_python.run(cmd, capture_output=True, text=True, env=env, timeout=300, check=False)
 
 
 def parse(out: str) -> dict[str, str]:

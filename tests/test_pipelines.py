@@ -7,9 +7,9 @@ Compiles stop after Inductor's post-grad passes (``analysis_only``): the verdict
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 
+import _warm_python as warm_python
 import pytest
 import torch
 
@@ -121,7 +121,7 @@ def test_import_does_not_import_vllm():
         "compile_checks.pipelines.pipeline_settings('stock')\n"
         "print(sorted(m for m in sys.modules if m == 'vllm' or m.startswith('vllm.')))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    out = warm_python.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
 
@@ -254,7 +254,7 @@ def test_piecewise_case_through_run_case():
 def _python(code: str) -> str:
     """Run ``code`` in a fresh interpreter without VLLM_TARGET_DEVICE (vLLM resolves its platform once)."""
     env = {k: v for k, v in os.environ.items() if k != "VLLM_TARGET_DEVICE"}
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout
+    return warm_python.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout
 
 
 def test_prepare_process_for_vllm_sets_the_platform_only_before_vllm(monkeypatch):

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import re
-import subprocess
 import sys
 from pathlib import Path
 
+import _warm_python as warm_python
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -20,7 +20,7 @@ def test_paging_example_output_matches_readme() -> None:
     assert body in readme, "examples/paging_example.py drifted from the README's code block"
     documented = re.search(re.escape(body) + r"\s*```\s*```\n(.*?)```", readme, re.S)
     assert documented is not None, "README output block after the example not found"
-    run = subprocess.run(
+    run = warm_python.run(
         [sys.executable, str(ROOT / "examples" / "paging_example.py")], capture_output=True, text=True, timeout=300
     )
     assert run.returncode == 0, run.stderr[-2000:]
