@@ -14,11 +14,18 @@ from pathlib import Path
 SHARED_SCOPES = frozenset({"module", "package", "session"})
 CACHE_DECORATORS = frozenset({"cache", "lru_cache"})
 
-# modules that share one module-level cache of another module (tests/_checks.scenario_analysis):
-# on one worker, each scenario's analysis run is computed once for all of them
+# modules on one worker although none has a wide fixture of its own: those sharing one module-level
+# cache of another module (tests/_checks.scenario_analysis: each scenario's analysis run computed once
+# for all of them), and those sharing a per-process server
 CROSS_MODULE_GROUPS: dict[str, str] = {
     "test_compile_checks_e2e.py": "scenario_analysis",
     "test_scenarios_cases.py": "scenario_analysis",
+    # modules that launch forked ranks: one worker starts the ranks' fork server (it imports torch,
+    # this package and vLLM: ~6 s of CPU), not both
+    "test_ranks_example.py": "forked_ranks",
+    "test_ranks_launch.py": "forked_ranks",
+    "test_ranks_collectives.py": "forked_ranks",
+    "test_ranks_forked.py": "forked_ranks",
 }
 
 

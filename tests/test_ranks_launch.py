@@ -5,7 +5,9 @@ Each test starts 2 real processes under gloo (forked from the preloaded server: 
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Iterator
 
 import _ranks_factories as factories
 import pytest
@@ -32,22 +34,6 @@ def test_a_peer_that_does_not_notice_is_stopped_after_the_grace_not_the_timeout(
     assert peer.startswith("rank 0 stopped: another rank failed first")
     assert result.runs[0].returncode is None
     assert result.wall_seconds < 60 and PEER_GRACE_S < 60  # the peer's grace, not the 120 s timeout
-
-
-@pytest.mark.compile  # rank 0 compiles its tiny case
-def test_a_rank_that_hangs_is_killed_at_the_timeout_and_reported_hung() -> None:
-    t0 = time.perf_counter()
-    result = run_ranked(RankedCase("hangs", factories.rank1_hangs, timeout_s=12), analysis_only=True)
-    assert time.perf_counter() - t0 < 40
-    assert result.clean is None and not result.passed
-    hung = [e for e in result.errors if e.startswith("rank 1 ")]
-    assert len(hung) == 1 and hung[0].startswith("rank 1 still running at the timeout (12 s): hung?")
-    assert "rank 1 is about to hang" in hung[0]  # its log tail
-    assert result.runs[1].returncode is None and result.runs[1].stopped_because is not None
-    # rank 0 reached its own verdict, unless a loaded box kept it from finishing its compile within 12 s too
-    assert result.results.get(0, {}).get("clean") is True or any(
-        e.startswith("rank 0 still running") for e in result.errors
-    )
 
 
 def test_a_factory_that_returns_no_case_is_an_error_of_each_rank() -> None:
@@ -97,3 +83,50 @@ def test_gloo_ranks_wait_for_every_peers_connection_before_going_on(backend: str
     ):
         _init_group(job)
     assert calls == (["init", "barrier"] if backend == "gloo" else ["init"])
+
+
+class _Background:
+    """``run_ranked`` of the hang case in a thread: its 12 s are mostly rank 1 asleep, so the module's
+    other ranked tests run meanwhile (the module is one unit of work on one xdist worker: _scheduling)."""
+
+    def __init__(self) -> None:
+        self.result: RankedResult | None = None
+        self.error: BaseException | None = None
+        self.seconds = 0.0
+        self.thread = threading.Thread(target=self._run, name="hang-case", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        t0 = time.perf_counter()
+        try:
+            self.result = run_ranked(RankedCase("hangs", factories.rank1_hangs, timeout_s=12), analysis_only=True)
+        except BaseException as e:  # re-raised by the test
+            self.error = e
+        self.seconds = time.perf_counter() - t0
+
+
+@pytest.fixture(scope="module", autouse=True)
+def hang_case_running() -> Iterator[_Background]:
+    """Started before the module's first test; the hang test waits for it."""
+    background = _Background()
+    yield background
+    background.thread.join(timeout=120)
+
+
+@pytest.mark.compile  # rank 0 compiles its tiny case
+def test_a_rank_that_hangs_is_killed_at_the_timeout_and_reported_hung(hang_case_running: _Background) -> None:
+    hang_case_running.thread.join(timeout=120)
+    assert not hang_case_running.thread.is_alive(), "the hang case's launcher did not return in 120 s"
+    if hang_case_running.error is not None:
+        raise hang_case_running.error
+    result = hang_case_running.result
+    assert result is not None and hang_case_running.seconds < 40
+    assert result.clean is None and not result.passed
+    hung = [e for e in result.errors if e.startswith("rank 1 ")]
+    assert len(hung) == 1 and hung[0].startswith("rank 1 still running at the timeout (12 s): hung?")
+    assert "rank 1 is about to hang" in hung[0]  # its log tail
+    assert result.runs[1].returncode is None and result.runs[1].stopped_because is not None
+    # rank 0 reached its own verdict, unless a loaded box kept it from finishing its compile within 12 s too
+    assert result.results.get(0, {}).get("clean") is True or any(
+        e.startswith("rank 0 still running") for e in result.errors
+    )

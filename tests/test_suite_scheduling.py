@@ -39,7 +39,14 @@ def test_the_suites_expensive_module_fixtures_are_grouped() -> None:
         assert name in groups
     assert "test_paged_write.py" not in groups  # no shared setup: its tests spread over both workers
     assert groups == SHARED_SETUP_GROUPS
-    assert {groups[name] for name in CROSS_MODULE_GROUPS} == {"scenario_analysis"}
+    assert {groups[name] for name in CROSS_MODULE_GROUPS} == {"scenario_analysis", "forked_ranks"}
+    # every module that launches ranks shares one worker's fork server
+    launching = {
+        p.name
+        for p in TESTS.glob("test_*.py")
+        if p.name != Path(__file__).name and any(s in p.read_text() for s in ("run_ranked(", '"engine_tp"'))
+    }
+    assert launching and {groups.get(name) for name in launching} == {"forked_ranks"}, launching
 
 
 def test_the_scheduler_puts_a_group_in_one_unit_and_other_tests_in_their_own() -> None:
