@@ -137,7 +137,11 @@ def run(args: list[str], *, env: dict[str, str] | None = None, **kwargs: Any) ->
         deadline = None if timeout is None else time.monotonic() + timeout
         ended = _server.answer(deadline)
         if not ended:
-            os.killpg(pid, signal.SIGKILL)  # the child leads its own group: its children go too
+            try:
+                os.killpg(pid, signal.SIGKILL)  # the child leads its own group: its children go too
+            except ProcessLookupError:  # not its group's leader yet (a tiny timeout), or already gone
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
             _server.answer(None)
         stdout, stderr = out.read_bytes(), err.read_bytes()
     outputs: tuple[Any, Any] = (stdout.decode(), stderr.decode()) if text else (stdout, stderr)
