@@ -18,8 +18,10 @@ if [[ -x "$venv/bin/python" && -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; t
 fi
 torch_pin="$(grep -E '^torch==' "$lock" | head -n1)"
 [[ -n "$torch_pin" ]] || { echo "[setup] $lock pins no torch (want a 'torch==X' line)" >&2; exit 1; }
+rm -rf "$venv"
 # torch 2.14.0's wheel and the CUDA runtime libraries it links take ~6 GiB installed, and pip unpacks
-# them beside it: refuse up front rather than leave a half-installed venv (CI once ran out mid-install)
+# them beside it: refuse up front rather than leave a half-installed venv (CI once ran out mid-install);
+# measured after the old venv is gone, whose space the new one takes
 need_kib=$((8 * 1024 * 1024))
 free_kib="$(df -Pk "$(dirname "$(realpath -m "$venv")")" | awk 'NR==2 {print $4}')"
 if (( free_kib < need_kib )); then
@@ -27,7 +29,6 @@ if (( free_kib < need_kib )); then
   exit 1
 fi
 echo "[setup] creating $venv with $($py --version) and installing $lock ($torch_pin) ..." >&2
-rm -rf "$venv"
 "$py" -m venv "$venv"
 "$venv/bin/python" -m pip install -q --upgrade-strategy only-if-needed pip==23.2.1 >/dev/null 2>&1 || true
 # --no-deps: every package is pinned in the lock and nothing else is installed. vLLM's own

@@ -5,12 +5,14 @@ from __future__ import annotations
 import fcntl
 import functools
 import math
+import os
 import pickle
 import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+import pytest
 import torch
 
 if TYPE_CHECKING:
@@ -40,6 +42,14 @@ def check_rejects(fn: Callable[[], object], match: str) -> None:
 
 
 T = TypeVar("T")
+
+
+def session_folder(tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:
+    """A folder of this test session that every pytest-xdist worker shares (the workers' common parent)."""
+    base = tmp_path_factory.getbasetemp()
+    root = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / name
+    root.mkdir(exist_ok=True)
+    return root
 
 
 def shared_truth(root: Path, key: str, compute: Callable[[], T]) -> T:

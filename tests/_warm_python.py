@@ -9,7 +9,8 @@ environment, the working folder, ``__main__``, exit status, atexit. The one diff
 imported calls ``subprocess.run``, never this.
 
 The server imported torch under its own environment: a run whose environment differs from it in
-anything torch could read at import (any variable outside ``WARM_SAFE_ENV``) runs cold, through
+anything torch could read at import (any variable outside ``WARM_SAFE_ENV_PREFIXES`` /
+``WARM_SAFE_ENV_KEYS``) runs cold, through
 ``subprocess.run``, and is counted in ``COLD_RUNS`` with the reason; so does anything but
 ``capture_output=True`` or an interpreter flag. ``TESTS_WARM_PYTHON=0`` runs everything cold.
 

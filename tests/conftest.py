@@ -13,6 +13,7 @@ os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 
 import pytest
 import torch
+from _checks import session_folder
 from _scheduling import shared_setup_groups
 from hypothesis import settings
 
@@ -35,14 +36,6 @@ def _inductor_caches_off():
     inductor_config.force_disable_caches = old
 
 
-def _session_folder(tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:
-    """A folder of this test session that every pytest-xdist worker shares (the workers' common parent)."""
-    base = tmp_path_factory.getbasetemp()
-    root = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / name
-    root.mkdir(exist_ok=True)
-    return root
-
-
 @pytest.fixture(autouse=True, scope="session")
 def _kernel_store(tmp_path_factory: pytest.TempPathFactory):
     """Each distinct Inductor C++ kernel is built by g++ once per session (_kernel_store: why it is sound).
@@ -55,7 +48,7 @@ def _kernel_store(tmp_path_factory: pytest.TempPathFactory):
     if os.environ.get(STORE_ENV) == "0":
         yield
         return
-    store = Path(os.environ.get(STORE_ENV) or _session_folder(tmp_path_factory, "kernels"))
+    store = Path(os.environ.get(STORE_ENV) or session_folder(tmp_path_factory, "kernels"))
     os.environ[STORE_ENV] = str(store)
     with kernel_store(store):
         yield
@@ -77,7 +70,7 @@ def truths(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str, Callable[
     """``truths(key, compute)``: a ground truth computed once per session across xdist workers (_checks.shared_truth)."""
     from _checks import shared_truth
 
-    root = _session_folder(tmp_path_factory, "truths")
+    root = session_folder(tmp_path_factory, "truths")
     return lambda key, compute: shared_truth(root, key, compute)
 
 

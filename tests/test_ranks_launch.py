@@ -5,7 +5,6 @@ Each test starts 2 real processes under gloo (forked from the preloaded server: 
 
 from __future__ import annotations
 
-import multiprocessing.forkserver
 import threading
 import time
 from collections.abc import Iterator
@@ -14,7 +13,7 @@ import _ranks_factories as factories
 import pytest
 
 from compile_checks.ranks import RankedCase, run_ranked
-from compile_checks.ranks.forked import _set_server_preload, can_fork
+from compile_checks.ranks.forked import can_fork, start_server
 from compile_checks.ranks.launcher import PEER_GRACE_S, RankRun, rank_end_seconds
 from compile_checks.ranks.merge import RankedResult
 
@@ -103,8 +102,7 @@ class _Background:
             # the fork server up first: a launch's timeout counts from before its ranks start, and the
             # server's first start (its preload) would otherwise eat into rank 1's 12 s before it prints
             if can_fork("gloo"):
-                _set_server_preload()
-                multiprocessing.forkserver.ensure_running()
+                start_server()
             t0 = time.perf_counter()
             self.result = run_ranked(RankedCase("hangs", factories.rank1_hangs, timeout_s=12), analysis_only=True)
             self.seconds = time.perf_counter() - t0

@@ -18,6 +18,7 @@ import os
 from pathlib import Path
 
 import pytest
+from _checks import session_folder, shared_truth
 
 from compile_checks.cli import main
 from compile_checks.scan.command import scan_paths
@@ -49,20 +50,17 @@ SPECS = _all_specs() if os.environ.get("COMPILE_CHECKS_SCAN_ALL") == "1" else DE
 
 @pytest.fixture(scope="session")
 def traces(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The traces, produced once per test session even under pytest-xdist (the workers share the
-    session's base temp folder; a file lock lets the first worker produce them, the others wait)."""
-    from filelock import FileLock  # a torch dependency
+    """The traces, produced once per test session even under pytest-xdist (``_checks.shared_truth``: the
+    first worker to ask produces them in the session's shared folder, another waits on its lock)."""
+    out = session_folder(tmp_path_factory, "scan_traces")
 
-    root = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):  # each worker's base temp is a folder of this session's
-        root = root.parent
-    out = root / "scan_traces"
-    with FileLock(str(root / "scan_traces.lock")):
-        if not (out / "done").exists():
-            from _scan_traces import produce  # in this worker: torch, vLLM and the checker are imported already
+    def produce_traces() -> list[str]:
+        from _scan_traces import produce  # in this worker: torch, vLLM and the checker are imported already
 
-            produce(out, [*SPECS, NO_POST_GRAD])
-            (out / "done").write_text("\n".join(SPECS))
+        produce(out, [*SPECS, NO_POST_GRAD])
+        return list(SPECS)
+
+    shared_truth(out, "produced", produce_traces)
     return out
 
 

@@ -95,6 +95,13 @@ def _set_server_preload() -> None:
     multiprocessing.get_context("forkserver").set_forkserver_preload([*PRELOAD, *([PRELOAD_VLLM] if vllm else [])])
 
 
+def start_server() -> None:
+    """The fork server up now, with its preload; otherwise it starts at the first forked launch, whose
+    ``timeout_s`` (counted from before its ranks start) then also covers the preload's seconds."""
+    _set_server_preload()
+    forkserver.ensure_running()
+
+
 def _rank_main(job_path: str, log_path: str, env: dict[str, str], cwd: str) -> None:
     """The forked rank: become what ``python -m compile_checks.ranks.worker JOB`` would be, then run it."""
     os.setsid()  # its own process group, as start_new_session gives a fresh rank
@@ -118,7 +125,7 @@ class ForkedRank:
     """A forked rank behind the part of ``subprocess.Popen`` the launcher uses (pid, poll, returncode, wait)."""
 
     def __init__(self, job_path: Path, log_path: Path, env: dict[str, str]) -> None:
-        _set_server_preload()
+        start_server()
         self._proc = _RankProcess(
             target=_rank_main, args=(str(job_path), str(log_path), env, os.getcwd()), name=f"rank:{job_path.stem}"
         )
