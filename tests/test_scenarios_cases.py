@@ -97,7 +97,7 @@ def test_gate_sets() -> None:
     assert not any(SCENARIOS[n].expect_clean for n in DEFAULT_GATE_NEGATIVE)
     assert {"fused_kv_v1", "attn_op_commit_after", "index_put_commit"} <= set(DEFAULT_GATE_NEGATIVE)
     assert {"commit_before", "commit_before_per_layer"} <= set(DEFAULT_GATE_CLEAN)
-    assert FULL_COMPILE_SMOKE == ("fused",)  # one small graph, the negative control (gate.plan.smoke_cases)
+    assert FULL_COMPILE_SMOKE == ("fused",)  # one small graph, the negative control (scenarios.declared)
 
 
 def test_bad_arguments_are_value_errors_naming_them() -> None:

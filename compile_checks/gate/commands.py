@@ -105,14 +105,17 @@ def sharded(args: argparse.Namespace, gate_plan: GatePlan) -> tuple[GatePlan, di
     return shard_plan(gate_plan, Shard.parse(args.shard), timings)
 
 
+def checks_builtin(args: argparse.Namespace, config: GateConfig | None) -> bool:
+    """The run checks built-in scenarios (no target named), so a worker imports them while this process plans."""
+    return not (getattr(args, "targets", None) or (config is not None and config.targets))
+
+
 def early_jobs(args: argparse.Namespace, command: str, config: GateConfig | None) -> int:
     """The ``--jobs`` this run will have, when it is known before planning: ``--jobs N``, or the built-in
     gate's auto value (it has more than AUTO_JOBS_MIN_CASES cases); else 1 (start no worker early)."""
     if args.jobs is not None:
         return int(args.jobs)
-    builtin_gate = command == "gate" and not (
-        getattr(args, "targets", None) or args.scenario or args.shard or (config is not None and config.targets)
-    )
+    builtin_gate = command == "gate" and checks_builtin(args, config) and not (args.scenario or args.shard)
     return auto_jobs(AUTO_JOBS_MIN_CASES) if builtin_gate else 1
 
 
@@ -122,9 +125,9 @@ def run_gate(args: argparse.Namespace, command: str, mode: Mode, config: GateCon
     import_torch = [import_torch_seconds()] if args.timings else []
     jobs = early_jobs(args, command, config)
     workers: Workers | None = None
-    if jobs > 1:  # spawned now, a worker imports torch and vLLM while this process plans
-        prepare_process_for_vllm()  # before the worker can import vLLM
-        workers = Workers(jobs)
+    if jobs > 1:  # spawned first, before this process imports torch: a worker imports torch and vLLM
+        # (after setting vLLM's platform itself, as prepare_process_for_vllm does here) while this process plans
+        workers = Workers(jobs, builtin=checks_builtin(args, config))
     try:
         return _run_gate(args, command, mode, config, workers, import_torch)
     except BaseException:  # a usage or output error before the run (run_plan closes them otherwise)

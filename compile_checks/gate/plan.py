@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from compile_checks.case import pipeline_label
-from compile_checks.gate.sources import BUILTIN, TARGET, CaseSource, runs_under, smoke_cases
+from compile_checks.gate.sources import BUILTIN, TARGET, CaseSource, runs_under
 from compile_checks.gate.targets import Declared, declared_cases
 from compile_checks.vocab import Mode, Pipeline
 
@@ -191,5 +191,4 @@ __all__ = [
     "plan_builtin",
     "plan_targets",
     "scenario_names",
-    "smoke_cases",
 ]

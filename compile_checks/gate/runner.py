@@ -8,10 +8,13 @@ run: its outcome carries the error.
 
 from __future__ import annotations
 
+import atexit
 import collections
+import contextlib
 import multiprocessing
 import os
 import re
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -22,6 +25,7 @@ from typing import TYPE_CHECKING
 from compile_checks.case import Case, run_case
 from compile_checks.case.floor import check_run, floor_run
 from compile_checks.gate.outcome import Outcome, outcome_from_ranked, outcome_from_result
+from compile_checks.gate.sources import BUILTIN
 from compile_checks.ranks import RankedCase, run_ranked
 from compile_checks.vocab import ErrorKind
 
@@ -129,17 +133,44 @@ _WORKER_BUILDER: CaseBuilder | None = None
 
 def _worker_init(threads: int) -> None:
     global _WORKER_BUILDER
+    # registered before torch, Inductor and vLLM are imported, so their exit handlers (run last-in
+    # first-out) still run before it; what it skips is the interpreter's teardown of their heap
+    atexit.register(_exit_without_teardown)
     import torch  # lazy: only a spawned worker sets torch's threads; the runner's import stays torch-free
 
+    from compile_checks.pipelines.vllm_env import prepare_process_for_vllm
+
+    prepare_process_for_vllm()  # before a case can import vLLM, as the gate's CLI does in the parent
     torch.set_num_threads(threads)
     _WORKER_BUILDER = CaseBuilder()
 
 
-def _worker_warm_up() -> None:
-    """What every case needs, imported while the parent is still planning: the checker, the
-    pipelines and the built-in scenarios (vLLM; the parent set its platform before spawning)."""
+def _exit_without_teardown() -> None:
+    """A worker's last exit handler: flush, then leave without freeing the heap.
+
+    A spawned worker ends in ``sys.exit`` after the pool's shutdown; the teardown that follows frees
+    every torch / Inductor / vLLM object one by one (~2 s on the 2-core box) while the gate, or its
+    interpreter's exit, waits to join it. Its outcomes are already sent; only the handlers registered
+    before this one (multiprocessing's, from the spawn bootstrap) are skipped with the teardown.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(0)
+
+
+def warm_up(builtin: bool) -> None:
+    """What the cases need, imported before the first one (so no case's timing carries it): the checker
+    and the pipelines; for built-in cases also the scenarios' host loop and vLLM, which building one
+    imports (in a worker, vLLM's platform is the one the parent set before spawning it)."""
     import compile_checks.api
-    import compile_checks.scenarios  # noqa: F401
+
+    if builtin:
+        import compile_checks.scenarios.cases  # noqa: F401
+
+
+def has_builtin(cases: Sequence[PlannedCase]) -> bool:
+    return any(c.source.kind == BUILTIN for c in cases)
 
 
 def _worker_run(planned: PlannedCase, dump_root: Path | None) -> Outcome:
@@ -162,12 +193,13 @@ class Workers:
     """The ``jobs - 1`` spawned processes of a ``--jobs`` run, started before it needs them.
 
     A worker pays the torch/vLLM/Inductor import again (~5-7 s of CPU); started before planning
-    (the CLI does, for the built-in gate and for ``--jobs N``) it imports while this process plans,
-    so both begin the cases together. ``close()`` after the run; ``stop()`` when the run does not come
-    (a usage error, a plan too small for them).
+    (the CLI does, for the built-in gate and for ``--jobs N``) it imports (:func:`warm_up`; ``builtin``:
+    the scenarios too) while this process plans, and takes its first case as soon as both are done,
+    while this process imports for its own. ``close()`` after the run; ``stop()`` when the run does
+    not come (a usage error, a plan too small for them).
     """
 
-    def __init__(self, jobs: int) -> None:
+    def __init__(self, jobs: int, *, builtin: bool = False) -> None:
         self.jobs = jobs
         self.threads = max(1, (os.cpu_count() or 1) // jobs)
         ctx = multiprocessing.get_context("spawn")  # fork after torch is imported is unsafe
@@ -175,11 +207,17 @@ class Workers:
             max_workers=jobs - 1, mp_context=ctx, initializer=_worker_init, initargs=(self.threads,)
         )
         for _ in range(jobs - 1):  # a pool starts its processes at the first submissions
-            self.pool.submit(_worker_warm_up)
+            self.pool.submit(warm_up, builtin)
 
     def close(self) -> None:
-        """After the run: the workers finish their cases and exit."""
-        self.pool.shutdown(wait=True, cancel_futures=True)
+        """After the run (every outcome is in): the workers exit, not waited for here.
+
+        A spawned worker ends in ``sys.exit``, so its interpreter tears down the torch / Inductor /
+        vLLM heap first: ~2 s on the 2-core box that the gate used to wait out before printing its
+        table. The pool's own exit hook still joins the processes when this interpreter exits, so
+        none outlives the gate.
+        """
+        self.pool.shutdown(wait=False, cancel_futures=True)
 
     def stop(self) -> None:
         """Not needed after all (a usage error, a plan too small): stopped now, not after their imports.
@@ -219,6 +257,7 @@ def run_plan(
     if jobs <= 1 or len(plan.cases) <= 1:
         if workers is not None:
             workers.stop()
+        warm_up(has_builtin(plan.cases))
         outcomes = []
         for planned in plan.cases:
             outcomes.append(run_planned(planned, builder, dump_root))
@@ -230,7 +269,7 @@ def run_plan(
         workers = None
     try:
         if workers is None:
-            workers = Workers(jobs)
+            workers = Workers(jobs, builtin=has_builtin(plan.cases))
         return _run_parallel(plan.cases, builder, dump_root, workers, on_done)
     finally:
         if workers is not None:
@@ -258,6 +297,7 @@ def _run_parallel(
     lock = threading.Lock()
     results: dict[int, Outcome] = {}
     failures: list[BaseException] = []
+    settled = threading.Event()  # every case has its outcome, or a worker died
 
     def take() -> int | None:
         with lock:
@@ -268,6 +308,8 @@ def _run_parallel(
             results[i] = outcome
             if on_done is not None:
                 on_done(outcome)
+            if len(results) == len(cases):
+                settled.set()
 
     def submit_next() -> None:
         i = take()
@@ -280,6 +322,7 @@ def _run_parallel(
                 record(i, f.result())
             except BaseException as e:  # a worker died (BrokenProcessPool): raised below, not lost
                 failures.append(e)
+                settled.set()
                 return
             submit_next()
 
@@ -287,6 +330,7 @@ def _run_parallel(
 
     for _ in range(workers.jobs - 1):
         submit_next()
+    warm_up(has_builtin(cases))  # after the workers have their first cases: they need not wait for it
     saved = torch.get_num_threads()
     torch.set_num_threads(workers.threads)
     try:
@@ -294,7 +338,7 @@ def _run_parallel(
             record(i, run_planned(cases[i], builder, dump_root))
     finally:
         torch.set_num_threads(saved)
-    pool.shutdown(wait=True)  # the workers' last cases
+    settled.wait()  # the workers' last cases (their processes' exit is not waited for: Workers.close)
     if failures:
         raise failures[0]
     return [results[i] for i in range(len(cases))]

@@ -12,8 +12,6 @@ pipelines``), under each of those (``retarget``).
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from compile_checks.case import Case
@@ -24,19 +22,6 @@ from compile_checks.vocab import Pipeline
 
 BUILTIN = "builtin"
 TARGET = "target"
-
-
-def smoke_cases(names: Sequence[str]) -> list[Case]:
-    """The codegen smoke: each scenario as one small graph (one layer, one step per chunk), stock.
-
-    One step per chunk means every step commits and one layer means one region, so a single graph
-    (the commit graph, whose generated code is the evidence) goes through the C++ build, run over the
-    whole host loop with eviction and compared with eager; every verdict is already decided in
-    analysis mode. Its cost is one g++ build (~8 s on the 2-core box; two 2-layer cases were ~24 s).
-    """
-    from compile_checks.scenarios import SCENARIOS, scenario_case  # lazy: the scenarios import torch
-
-    return [scenario_case(dataclasses.replace(SCENARIOS[n], denoise_steps=1, num_layers=1)) for n in names]
 
 
 def runs_under(case: Declared, pipeline: Pipeline, *, retarget: bool, own_pipeline: bool = False) -> bool:
@@ -64,13 +49,13 @@ class CaseSource:
     own_pipeline: bool = False  # TARGET: each case only under its own ``pipeline`` (:func:`runs_under`)
 
     def declared(self) -> list[Declared]:
-        """The cases this source runs, a ``LazyCase`` not yet built (built-in cases are cheap: built)."""
-        if self.kind == BUILTIN and self.smoke:
-            return list(smoke_cases(self.names))
-        if self.kind == BUILTIN:
-            from compile_checks.scenarios import builtin_cases  # lazy: the scenarios import torch
+        """The cases this source runs, a ``LazyCase`` not yet built (every built-in case is one)."""
+        if self.kind == BUILTIN:  # declared from the registry, built when run
+            from compile_checks.scenarios.declared import declared_builtin, declared_smoke  # lazy: imports torch
 
-            return list(builtin_cases(self.names or None, (self.pipeline or Pipeline.STOCK,)))
+            if self.smoke:
+                return list(declared_smoke(self.names))
+            return list(declared_builtin(self.names, self.pipeline or Pipeline.STOCK))
         cases = declared_cases(self.spec, self.base_dir or None)
         if self.pipeline is None:
             return cases
@@ -94,4 +79,4 @@ class CaseSource:
         return [self.build(c) for c in self.declared()]
 
 
-__all__ = ["BUILTIN", "TARGET", "CaseSource", "runs_under", "smoke_cases"]
+__all__ = ["BUILTIN", "TARGET", "CaseSource", "runs_under"]

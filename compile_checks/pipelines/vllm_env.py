@@ -3,7 +3,8 @@
 vLLM reads its platform and its compile-cache switches from ``os.environ``: inside
 :func:`vllm_env` the platform is CPU (``VLLM_TARGET_DEVICE=cpu``) and vLLM's compile cache and
 AOT compile are off; everything (including what ``CpuPlatform.check_and_update_config``
-writes into ``os.environ``) is restored on exit. Nothing here runs at import.
+writes into ``os.environ``) is restored on exit. Nothing here runs at import, and torch is imported
+only when asked whether CUDA is there: the gate's CLI spawns its workers before it imports torch.
 """
 
 from __future__ import annotations
@@ -15,8 +16,6 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-import torch
-
 from compile_checks.errors import CompileChecksError
 
 # what vLLM reads from the environment while compiling: CPU platform, and no compile cache
@@ -27,6 +26,12 @@ _COMPILE_ENV: dict[str, str] = {
     "VLLM_USE_AOT_COMPILE": "0",
     "VLLM_USE_MEGA_AOT_ARTIFACT": "0",
 }
+
+
+def _cuda_available() -> bool:
+    import torch  # lazy: see the module docstring
+
+    return torch.cuda.is_available()
 
 
 class VllmPipelineError(CompileChecksError, RuntimeError):
@@ -41,7 +46,7 @@ def vllm_env() -> Iterator[None]:
     compile with ``VllmBackend`` (piecewise graphs, CUDA graphs), which this pipeline does
     not reproduce ("vllm-piecewise" simulates that path on CPU).
     """
-    if torch.cuda.is_available():
+    if _cuda_available():
         raise VllmPipelineError(
             "pipeline 'vllm' reproduces vLLM's CPU-platform compile path; on this CUDA host vLLM would compile "
             "through VllmBackend (piecewise), which this pipeline does not run. Use 'vllm-piecewise' (a CPU "
@@ -66,7 +71,7 @@ def prepare_process_for_vllm() -> bool:
     Returns True when it set the variable. Leaves everything alone once vLLM is imported
     (its platform is already resolved) or when CUDA is available.
     """
-    if "vllm" in sys.modules or "VLLM_TARGET_DEVICE" in os.environ or torch.cuda.is_available():
+    if "vllm" in sys.modules or "VLLM_TARGET_DEVICE" in os.environ or _cuda_available():
         return False
     os.environ["VLLM_TARGET_DEVICE"] = "cpu"
     return True

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -77,7 +77,14 @@ SCENARIOS: dict[str, Scenario] = {
         ),
         _s("bf16", "split layout, bfloat16 pools and weights", dtype=torch.bfloat16),
         _s("fp16", "split layout, float16 pools and weights", dtype=torch.float16),
-        _s("dynamic", "split layout compiled with dynamic=True (symbolic sizes)", dynamic=True),
+        _s(
+            "dynamic",
+            "split layout compiled with dynamic=True (symbolic sizes); one denoising step per chunk, so the one "
+            "graph compiled is the commit graph (a non-commit step's graph writes no pool: symbolic tracing of it "
+            "doubled the case's cost and gave the verdict nothing)",
+            dynamic=True,
+            denoise_steps=1,
+        ),
         _s(
             "many_layers_per_region",
             "NEGATIVE CONTROL: 4 layers in one compiled region, commit last: every layer but the last keeps "
@@ -200,10 +207,37 @@ DEFAULT_GATE_NEGATIVE: tuple[str, ...] = (
 )
 DEFAULT_GATE: tuple[str, ...] = DEFAULT_GATE_CLEAN + DEFAULT_GATE_NEGATIVE
 
-# compiled fully (C++ codegen, one small graph: see compile_checks.gate.plan.smoke_cases) and checked
+# compiled fully (C++ codegen, one small graph: see compile_checks.scenarios.declared) and checked
 # == eager by the gate; the rest is analysis-only. The negative control, so the full compile also shows
 # the clone it keeps.
 FULL_COMPILE_SMOKE: tuple[str, ...] = ("fused",)
+
+
+class ModuleCaseSpec(NamedTuple):
+    """One ``@support_torch_compile`` layer case (:mod:`compile_checks.scenarios.vllm_module`) of the default
+    gate under a vLLM pipeline: named and expected here, so the gate plans it without building it."""
+
+    name: str
+    fused: bool  # K, V = kv[0], kv[1] of one allocation (the negative control) or two allocations
+    description: str
+
+    @property
+    def expect_clean(self) -> bool:
+        return not self.fused
+
+
+VLLM_MODULE_CASES: tuple[ModuleCaseSpec, ...] = (
+    ModuleCaseSpec(
+        "vllm_module_split",
+        False,
+        "@support_torch_compile layer through vLLM's wrapper, K and V pools separate: re-inplaced",
+    ),
+    ModuleCaseSpec(
+        "vllm_module_fused",
+        True,
+        "NEGATIVE CONTROL: @support_torch_compile layer, K/V = kv[0], kv[1] of one allocation: clone kept",
+    ),
+)
 
 
 def scenario(name: str) -> Scenario:
@@ -214,4 +248,13 @@ def scenario(name: str) -> Scenario:
         raise KeyError(f"unknown scenario {name!r}; valid: {', '.join(SCENARIOS)}") from None
 
 
-__all__ = ["DEFAULT_GATE", "DEFAULT_GATE_CLEAN", "DEFAULT_GATE_NEGATIVE", "FULL_COMPILE_SMOKE", "SCENARIOS", "scenario"]
+__all__ = [
+    "DEFAULT_GATE",
+    "DEFAULT_GATE_CLEAN",
+    "DEFAULT_GATE_NEGATIVE",
+    "FULL_COMPILE_SMOKE",
+    "SCENARIOS",
+    "VLLM_MODULE_CASES",
+    "ModuleCaseSpec",
+    "scenario",
+]

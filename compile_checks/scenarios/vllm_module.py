@@ -23,6 +23,7 @@ import torch
 
 import ar_paging  # noqa: F401 - registers torch.ops.ar_paging.paged_write
 from compile_checks.case import Case, pipeline_label
+from compile_checks.scenarios.registry import VLLM_MODULE_CASES
 from compile_checks.vocab import Pipeline
 
 ATTENTION_OP = "compile_checks_vllm_model::attention"
@@ -137,19 +138,16 @@ def vllm_module_case(
         diff = max(float((a - b).abs().max()) for a, b in zip(got, want))
         return diff <= 1e-4, diff
 
+    spec = next(c for c in VLLM_MODULE_CASES if c.fused == fused)
     return Case(
-        name=pipeline_label("vllm_module_fused" if fused else "vllm_module_split", pipeline),
+        name=pipeline_label(spec.name, pipeline),
         fn=layer,
         args=(x, slots),
         pools={"k": k_cache, "v": v_cache},
-        expect_clean=not fused,
+        expect_clean=spec.expect_clean,
         pipeline=pipeline,
         verify=verify,
-        description=(
-            "NEGATIVE CONTROL: @support_torch_compile layer, K/V = kv[0], kv[1] of one allocation: clone kept"
-            if fused
-            else "@support_torch_compile layer through vLLM's wrapper, K and V pools separate: re-inplaced"
-        ),
+        description=spec.description,
     )
 
 
