@@ -1,0 +1,107 @@
+"""The gate's start and end: built-in cases are declared, not built, to be planned; a ``--jobs`` worker
+sets vLLM's platform itself (the CLI spawns it before importing torch) and leaves without tearing
+down its heap, its output flushed and the exit handlers registered after its start run."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from compile_checks.gate.plan import plan_builtin
+from compile_checks.gate.runner import CaseBuilder, Workers
+from compile_checks.lazy_case import LazyCase
+from compile_checks.vocab import Mode, Pipeline
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_planning_the_built_in_gate_builds_no_case(monkeypatch: pytest.MonkeyPatch) -> None:
+    import compile_checks.scenarios.cases as cases
+
+    built: list[str] = []
+    real = cases.scenario_case
+    monkeypatch.setattr(cases, "scenario_case", lambda s, *a, **k: built.append(s.name) or real(s, *a, **k))
+    plan = plan_builtin([], [], mode=Mode.ANALYSIS)
+    assert len(plan.cases) >= 30 and built == []
+    assert all(isinstance(c, LazyCase) for entries in plan.preloaded.values() for c in entries)
+    # running one case builds that one only
+    planned = next(p for p in plan.cases if p.label == "split[vllm]")
+    case = CaseBuilder(plan.preloaded).take(planned)
+    assert (case.name, case.pipeline, built) == ("split[vllm]", Pipeline.VLLM, ["split"])
+
+
+def test_every_declared_built_in_case_builds_as_declared() -> None:
+    """``LazyCase.materialize`` raises when a build disagrees with its declaration (name, expectation,
+    pipeline); every case of the default gate and its smoke is built once here."""
+    plan = plan_builtin([], [], mode=Mode.ANALYSIS)
+    builder = CaseBuilder(plan.preloaded)
+    for planned in plan.cases:
+        case = builder.take(planned)
+        assert case.expects_clean_on(planned.pipeline) is planned.expect_clean, planned.label
+
+
+def test_a_declaration_that_disagrees_with_its_build_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Negative control for the test above: a registry whose expectation drifted from the built case."""
+    import compile_checks.scenarios.declared as declared
+    from compile_checks.lazy_case import LazyCaseError
+    from compile_checks.scenarios.registry import SCENARIOS
+
+    drifted = {**SCENARIOS, "fused": SCENARIOS["split"]}  # declared clean, built from "fused"'s spec name
+    monkeypatch.setattr(declared, "SCENARIOS", drifted)
+    lazy = declared.declared_builtin(["fused"], Pipeline.STOCK)[0]
+    with pytest.raises(LazyCaseError, match="declared"):
+        lazy.materialize()
+
+
+def test_the_gate_commands_import_no_torch() -> None:
+    """The CLI spawns its workers before it imports torch (~1.2 s): importing the gate must not."""
+    code = "import sys, compile_checks.gate.commands; print('torch' in sys.modules)"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert out.stdout.strip() == "False", out.stderr
+
+
+def _platform() -> str | None:
+    return os.environ.get("VLLM_TARGET_DEVICE")
+
+
+def _last_words(marker: str) -> None:
+    Path(marker).write_text("ran")
+    sys.stdout.write("worker's last words")  # no newline, no flush, after multiprocessing's own flush
+
+
+def _register_handler(marker: str) -> int:
+    import atexit
+
+    atexit.register(_last_words, marker)
+    return os.getpid()
+
+
+def test_a_worker_sets_vllms_platform_and_exits_flushed_with_its_handlers_run(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    from compile_checks.pipelines import vllm_env
+
+    if vllm_env._cuda_available():
+        pytest.skip("prepare_process_for_vllm sets no CPU platform on a CUDA host")
+    monkeypatch.delenv("VLLM_TARGET_DEVICE", raising=False)  # the worker inherits this environment
+    monkeypatch.delenv("PYTHONUNBUFFERED", raising=False)  # its stdout block-buffered, as in a plain shell
+    workers = Workers(2)
+    try:
+        assert workers.pool.submit(_platform).result(timeout=120) == "cpu"
+        marker = tmp_path / "handler"
+        pid = workers.pool.submit(_register_handler, str(marker)).result(timeout=60)
+        (process,) = [p for p in workers.pool._processes.values() if p.pid == pid]  # type: ignore[union-attr]
+        manager = workers.pool._executor_manager_thread  # type: ignore[attr-defined]
+    finally:
+        workers.close()
+    # the pool's manager thread reaps the process: its exit code is stored once that thread has joined it
+    manager.join(timeout=60)
+    process.join(timeout=60)
+    assert process.exitcode == 0
+    assert marker.read_text() == "ran"  # registered after _worker_init's handler: run before it
+    assert "worker's last words" in capfd.readouterr().out  # flushed by the last handler before os._exit
