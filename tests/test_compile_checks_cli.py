@@ -117,13 +117,13 @@ def test_unwritable_junit_path_exits_3(tmp_path: Path, capsys: pytest.CaptureFix
 def test_compile_failure_maps_to_exit_4(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import compile_checks.gate.runner as runner_mod
+    import compile_checks.gate.one_case as one_case
     from compile_checks.api import CompileCheckError
 
     def broken(*_: object, **__: object) -> None:
         raise CompileCheckError("torch.compile of step failed: ValueError: boom")
 
-    monkeypatch.setattr(runner_mod, "run_case", broken)
+    monkeypatch.setattr(one_case, "run_case", broken)
     engine = write_engine(tmp_path)
     junit = tmp_path / "j.xml"
     assert main(["gate", f"{engine}:gate", "--junitxml", str(junit), "--no-progress"]) == 4

@@ -1,5 +1,5 @@
-"""Run a :class:`~compile_checks.gate.plan.GatePlan` through ``run_case``; one plain
-:class:`~compile_checks.gate.outcome.Outcome` per case.
+"""Run a :class:`~compile_checks.gate.plan.GatePlan` case by case (:mod:`compile_checks.gate.one_case`);
+one plain :class:`~compile_checks.gate.outcome.Outcome` per case.
 
 ``--jobs N`` runs cases in this process and ``N - 1`` spawned workers (:class:`Workers`), each worker
 rebuilding its cases from the plan's description. A case that fails to compile does not stop the
@@ -13,117 +13,18 @@ import collections
 import contextlib
 import multiprocessing
 import os
-import re
 import sys
 import threading
-import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from compile_checks.case import Case, run_case
-from compile_checks.case.floor import check_run, floor_run
+from compile_checks.gate.one_case import CaseBuilder, has_builtin, run_planned, warm_up
 from compile_checks.gate.outcome import Outcome, outcome_from_ranked, outcome_from_result
-from compile_checks.gate.sources import BUILTIN
-from compile_checks.ranks import RankedCase, run_ranked
-from compile_checks.vocab import ErrorKind
 
 if TYPE_CHECKING:
-    from compile_checks.gate.plan import CaseSource, GatePlan, PlannedCase
-    from compile_checks.gate.targets import Declared
-
-
-class CaseBuilder:
-    """Builds each planned case once per process, reusing what planning already read (a ``LazyCase``
-    is built here, when its case runs)."""
-
-    def __init__(self, preloaded: dict[CaseSource, list[Declared]] | None = None) -> None:
-        self._pending: dict[CaseSource, dict[str, Declared]] = {
-            src: {c.name: c for c in cases} for src, cases in (preloaded or {}).items()
-        }
-
-    def take(self, planned: PlannedCase) -> Case | RankedCase:
-        pending = self._pending.setdefault(planned.source, {})
-        if planned.case_name not in pending:  # read the source again; what planning read is used first
-            pending.update({c.name: c for c in planned.source.declared() if c.name not in pending})
-        entry = pending.pop(planned.case_name, None)
-        if entry is None:
-            raise ValueError(
-                f"case {planned.case_name!r} vanished from {planned.source.spec or 'the built-in cases'} on reload"
-            )
-        return planned.source.build(entry)
-
-
-def _dump_dir(root: Path | None, label: str) -> str | None:
-    return None if root is None else str(root / re.sub(r"[^A-Za-z0-9_.-]+", "_", label))
-
-
-def run_planned(planned: PlannedCase, builder: CaseBuilder, dump_root: Path | None) -> Outcome:
-    """One case through ``run_case``; compile and write failures become the outcome's error."""
-    from compile_checks.api import CompileCheckError  # lazy: api imports torch; planning stays torch-free
-
-    t0 = time.perf_counter()
-
-    def failed(kind: ErrorKind, message: str) -> Outcome:
-        return Outcome(
-            planned.label,
-            planned.group,
-            planned.pipeline,
-            planned.expect_clean,
-            planned.analysis_only,
-            planned.codegen_smoke,
-            error=message,
-            error_kind=kind,
-            wall_seconds=time.perf_counter() - t0,
-        )
-
-    try:
-        case = builder.take(planned)
-        if isinstance(case, RankedCase):  # every rank in its own process, each through run_case
-            ranked = run_ranked(case, analysis_only=planned.analysis_only, dump_dir=_dump_dir(dump_root, planned.label))
-            return outcome_from_ranked(planned, ranked)
-        result = run_case(case, analysis_only=planned.analysis_only, dump_dir=_dump_dir(dump_root, planned.label))
-        floor = _floor(planned, case) if planned.floor else None
-    except CompileCheckError as e:
-        return failed(ErrorKind.COMPILE, f"{getattr(e, 'phase', 'compile')} failed: {e}")
-    except SystemExit as e:  # the case's own code exited: an error of this case, never the gate's exit 0
-        return failed(ErrorKind.COMPILE, f"the case's code called sys.exit({e.code!r}) (SystemExit)")
-    except OSError as e:
-        return failed(ErrorKind.UNWRITABLE, f"cannot write dumps: {e}")
-    except Exception as e:
-        return failed(ErrorKind.COMPILE, f"the check failed: {_error_line(e)}")
-    outcome = outcome_from_result(planned, result)
-    if isinstance(floor, str):
-        outcome.notes.append(floor)
-    elif floor is not None:
-        outcome.check_region_seconds, outcome.floor_region_seconds = floor
-    return outcome
-
-
-def _floor(planned: PlannedCase, case: Case) -> tuple[list[float], list[float]] | str:
-    """``--floor``: seconds per region, (the check's, the floor's), or a note saying why there are none.
-
-    Both are timed after the verdict's run, floor first, then the check again (its verdict is not
-    used): the verdict's run paid what a first compile of this graph costs in this process (lazy
-    imports, fake-tensor and decomposition caches that ``torch._dynamo.reset()`` keeps), which a floor
-    timed after it would not. A failure here is a note, never the verdict's.
-    """
-    if not planned.analysis_only or planned.codegen_smoke:  # the floor stops after post-grad: no codegen
-        return "--floor: not measured (a full compile; the floor stops after the post-grad passes)"
-    if case.driver is not None and not case.check_writes:  # the Case's own word: its driver cannot run twice
-        return "--floor: not measured (check_writes=False: the case's driver cannot run again)"
-    try:
-        floor = floor_run(case).region_seconds
-        check = check_run(case).region_seconds
-    except Exception as e:
-        return f"--floor: a timing run failed: {_error_line(e)}"
-    return check, floor
-
-
-def _error_line(e: BaseException) -> str:
-    """``Type: first line of the message``: one line per failure in the table."""
-    return f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}"
+    from compile_checks.gate.plan import GatePlan, PlannedCase
 
 
 # ---- process pool (--jobs N) ----------------------------------------------------------------
@@ -157,20 +58,6 @@ def _exit_without_teardown() -> None:
         with contextlib.suppress(Exception):
             stream.flush()
     os._exit(0)
-
-
-def warm_up(builtin: bool) -> None:
-    """What the cases need, imported before the first one (so no case's timing carries it): the checker
-    and the pipelines; for built-in cases also the scenarios' host loop and vLLM, which building one
-    imports (in a worker, vLLM's platform is the one the parent set before spawning it)."""
-    import compile_checks.api
-
-    if builtin:
-        import compile_checks.scenarios.cases  # noqa: F401
-
-
-def has_builtin(cases: Sequence[PlannedCase]) -> bool:
-    return any(c.source.kind == BUILTIN for c in cases)
 
 
 def _worker_run(planned: PlannedCase, dump_root: Path | None) -> Outcome:
