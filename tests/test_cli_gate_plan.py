@@ -96,6 +96,11 @@ def test_workers_start_before_planning_only_when_the_jobs_are_known() -> None:
     assert early_jobs(args(), "dump", None) == 1
     table = GateConfig(Path("pyproject.toml"), targets=("cases.py:cases",))
     assert early_jobs(args(), "gate", table) == 1
+    # what an early worker imports besides the checker: the scenarios, when the plan will be built-in ones
+    from compile_checks.gate.commands import checks_builtin
+
+    assert checks_builtin(args(), None) and checks_builtin(args(scenario=["split"]), table)
+    assert not checks_builtin(args(targets=["x.py:cases"]), None) and not checks_builtin(args(), table)
 
 
 def test_workers_not_needed_are_stopped_not_awaited() -> None:

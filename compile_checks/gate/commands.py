@@ -106,8 +106,9 @@ def sharded(args: argparse.Namespace, gate_plan: GatePlan) -> tuple[GatePlan, di
 
 
 def checks_builtin(args: argparse.Namespace, config: GateConfig | None) -> bool:
-    """The run checks built-in scenarios (no target named), so a worker imports them while this process plans."""
-    return not (getattr(args, "targets", None) or (config is not None and config.targets))
+    """The run checks built-in scenarios (as :func:`plan` decides: no TARGET, and the table's targets give
+    way to ``--scenario``), so a worker imports them while this process plans."""
+    return not (getattr(args, "targets", None) or (config is not None and config.targets and not args.scenario))
 
 
 def early_jobs(args: argparse.Namespace, command: str, config: GateConfig | None) -> int:
