@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import atexit
-import contextlib
 import os
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -135,24 +133,12 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     return SharedSetupScheduling(config, log)
 
 
-def _exit_without_teardown() -> None:
-    """An xdist worker's exit: every other exit handler (the warm-python server's close, multiprocessing's,
-    torch's, logging's), stdio flushed, then ``os._exit`` without the interpreter's teardown.
-
-    The teardown frees the worker's torch / Inductor / vLLM heap object by object (~2.6 s on the 2-core
-    box, measured on two test modules) and the controller waits for it before it prints the summary.
-    ``TESTS_FAST_EXIT=0`` tears down as usual.
-    """
-    atexit.unregister(_exit_without_teardown)
-    atexit._run_exitfuncs()  # the rest, last registered first, as the interpreter would run them
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):
-            stream.flush()
-    os._exit(0)
-
-
 @pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config: pytest.Config) -> None:
-    """Registered last (after the session's results went to the controller), so it runs first at exit."""
+    """An xdist worker leaves without tearing down its heap (``exit_without_teardown``: every other exit
+    handler runs first, the warm-python server's close included): the controller waited ~2.4 s for each
+    worker's teardown before it printed the summary. ``TESTS_FAST_EXIT=0`` tears down as usual."""
     if os.environ.get("PYTEST_XDIST_WORKER") and os.environ.get("TESTS_FAST_EXIT", "1") != "0":
-        atexit.register(_exit_without_teardown)
+        from compile_checks.gate.runner import exit_without_teardown
+
+        atexit.register(exit_without_teardown)

@@ -103,5 +103,23 @@ def test_a_worker_sets_vllms_platform_and_exits_flushed_with_its_handlers_run(
     manager.join(timeout=60)
     process.join(timeout=60)
     assert process.exitcode == 0
-    assert marker.read_text() == "ran"  # registered after _worker_init's handler: run before it
+    assert marker.read_text() == "ran"  # every other exit handler runs before the worker leaves
     assert "worker's last words" in capfd.readouterr().out  # flushed by the last handler before os._exit
+
+
+def test_exit_without_teardown_runs_the_handlers_registered_before_it(tmp_path: Path) -> None:
+    """The handlers registered before it run too (last-in first-out order alone would skip them); stdout is
+    flushed; the status is its 0, not the 3 ``sys.exit`` asked for (the process left through it)."""
+    marker = tmp_path / "earlier"
+    code = (
+        "import atexit, pathlib, sys\n"
+        "from compile_checks.gate.runner import exit_without_teardown\n"
+        f"atexit.register(pathlib.Path({str(marker)!r}).write_text, 'ran')\n"
+        "atexit.register(exit_without_teardown)\n"
+        "sys.stdout.write('unflushed')\n"
+        "sys.exit(3)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("PYTHONUNBUFFERED", None)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert (out.returncode, out.stdout, marker.read_text()) == (0, "unflushed", "ran"), out.stderr

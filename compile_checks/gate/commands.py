@@ -67,7 +67,7 @@ def plan(args: argparse.Namespace, command: str, mode: Mode, config: GateConfig 
     # before any target or scenario can import vLLM: on a CPU-only host its platform must resolve as CPU
     prepare_process_for_vllm()
     try:
-        if targets or (config and config.targets and not args.scenario):
+        if not checks_builtin(args, config):
             specs = targets or list(config.targets)  # type: ignore[union-attr]
             base = Path.cwd() if targets else config.base_dir  # type: ignore[union-attr]
             return plan_targets(specs, base, pipelines, mode=mode, own_pipeline=command == "dump")

@@ -34,9 +34,7 @@ _WORKER_BUILDER: CaseBuilder | None = None
 
 def _worker_init(threads: int) -> None:
     global _WORKER_BUILDER
-    # registered before torch, Inductor and vLLM are imported, so their exit handlers (run last-in
-    # first-out) still run before it; what it skips is the interpreter's teardown of their heap
-    atexit.register(_exit_without_teardown)
+    atexit.register(exit_without_teardown)
     import torch  # lazy: only a spawned worker sets torch's threads; the runner's import stays torch-free
 
     from compile_checks.pipelines.vllm_env import prepare_process_for_vllm
@@ -46,14 +44,17 @@ def _worker_init(threads: int) -> None:
     _WORKER_BUILDER = CaseBuilder()
 
 
-def _exit_without_teardown() -> None:
-    """A worker's last exit handler: flush, then leave without freeing the heap.
+def exit_without_teardown() -> None:
+    """An exit handler that ends the process without the interpreter's teardown of its heap.
 
-    A spawned worker ends in ``sys.exit`` after the pool's shutdown; the teardown that follows frees
-    every torch / Inductor / vLLM object one by one (~2 s on the 2-core box) while the gate, or its
-    interpreter's exit, waits to join it. Its outcomes are already sent; only the handlers registered
-    before this one (multiprocessing's, from the spawn bootstrap) are skipped with the teardown.
+    It runs every other exit handler first (torch's, Inductor's, vLLM's, multiprocessing's, whenever
+    they were registered), flushes stdio, then ``os._exit(0)``. What it skips is the teardown that frees
+    every torch / Inductor / vLLM object one by one: ~2 s on the 2-core box, which the gate (a spawned
+    ``--jobs`` worker, whose outcomes are sent already) or pytest's controller (an xdist worker,
+    ``tests/conftest.py``) waits out before printing.
     """
+    atexit.unregister(exit_without_teardown)
+    atexit._run_exitfuncs()  # the rest, last registered first, as the interpreter would run them
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
@@ -237,6 +238,7 @@ __all__ = [
     "Outcome",
     "Workers",
     "auto_jobs",
+    "exit_without_teardown",
     "outcome_from_ranked",
     "outcome_from_result",
     "run_plan",

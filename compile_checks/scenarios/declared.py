@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from compile_checks.case import Case, pipeline_label
 from compile_checks.lazy_case import LazyCase
@@ -45,27 +45,34 @@ def _module_case(fused: bool, pipeline: Pipeline) -> Case:
     return vllm_module_case(fused, pipeline=pipeline)
 
 
+def _declared(
+    name: str, pipeline: Pipeline, build: Callable[[], Case], *, expect_clean: bool, description: str
+) -> LazyCase:
+    """``name`` on ``pipeline`` (labelled ``name[vllm]`` off stock), built by ``build`` when it runs."""
+    label = pipeline_label(name, pipeline)
+    return LazyCase(label, build, expect_clean=expect_clean, pipeline=pipeline, description=description)
+
+
 def declared_builtin(names: Sequence[str], pipeline: Pipeline) -> list[LazyCase]:
     """The named scenarios under ``pipeline`` (none named: the default gate, which under a vLLM pipeline
     also holds the ``@support_torch_compile`` layer cases); unknown names raise ``KeyError`` listing the valid."""
-    chosen = [scenario(n) for n in names or DEFAULT_GATE]
     declared = [
-        LazyCase(
-            pipeline_label(s.name, pipeline),
+        _declared(
+            s.name,
+            pipeline,
             functools.partial(_scenario_case, s.name, pipeline),
             expect_clean=s.expect_clean,
-            pipeline=pipeline,
             description=s.description,
         )
-        for s in chosen
+        for s in (scenario(n) for n in names or DEFAULT_GATE)
     ]
     if not names and pipeline != Pipeline.STOCK:
         declared += [
-            LazyCase(
-                pipeline_label(m.name, pipeline),
+            _declared(
+                m.name,
+                pipeline,
                 functools.partial(_module_case, m.fused, pipeline),
                 expect_clean=m.expect_clean,
-                pipeline=pipeline,
                 description=m.description,
             )
             for m in VLLM_MODULE_CASES
@@ -76,13 +83,14 @@ def declared_builtin(names: Sequence[str], pipeline: Pipeline) -> list[LazyCase]
 def declared_smoke(names: Sequence[str]) -> list[LazyCase]:
     """The codegen smoke's cases (:func:`_smoke_case`), stock, under their scenario names."""
     return [
-        LazyCase(
-            n,
-            functools.partial(_smoke_case, n),
-            expect_clean=scenario(n).expect_clean,
-            description=f"codegen smoke: {scenario(n).description}",
+        _declared(
+            s.name,
+            Pipeline.STOCK,
+            functools.partial(_smoke_case, s.name),
+            expect_clean=s.expect_clean,
+            description=f"codegen smoke: {s.description}",
         )
-        for n in names
+        for s in (scenario(n) for n in names)
     ]
 
 
