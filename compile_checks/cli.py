@@ -148,7 +148,14 @@ def _reports_installed() -> bool:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point (console script ``compile-checks``); returns the exit code, never a traceback."""
+    """Entry point (console script ``compile-checks``); returns the exit code, never a traceback.
+
+    Without ``argv`` (the console script, ``python -m compile_checks``) the process is the gate's own
+    (``gate.one_case.own_this_process``); ``main([...])`` from another program leaves its process alone."""
+    if argv is None:
+        from compile_checks.gate.one_case import own_this_process
+
+        own_this_process()
     return int(_main(list(sys.argv[1:] if argv is None else argv)))
 
 

@@ -134,6 +134,15 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 
 @pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Once the tests are collected (torch, vLLM and every test module imported), the heap is frozen and
+    the collector's thresholds raised (_gc_tuning: why; ``TESTS_GC_TUNE=0`` keeps the defaults)."""
+    from _gc_tuning import tune_gc
+
+    tune_gc()
+
+
+@pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config: pytest.Config) -> None:
     """An xdist worker leaves without tearing down its heap (``exit_without_teardown``: every other exit
     handler runs first, the warm-python server's close included): the controller waited ~2.4 s for each

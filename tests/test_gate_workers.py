@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from compile_checks.gate import one_case
+from compile_checks.gate.one_case import GC_THRESHOLDS, warm_up
 from compile_checks.gate.plan import plan_builtin
 from compile_checks.gate.runner import CaseBuilder, Workers
 from compile_checks.lazy_case import LazyCase
@@ -69,6 +71,12 @@ def _platform() -> str | None:
     return os.environ.get("VLLM_TARGET_DEVICE")
 
 
+def _gc_state() -> tuple[int, tuple[int, int, int]]:
+    import gc
+
+    return gc.get_freeze_count(), gc.get_threshold()
+
+
 def _last_words(marker: str) -> None:
     Path(marker).write_text("ran")
     sys.stdout.write("worker's last words")  # no newline, no flush, after multiprocessing's own flush
@@ -93,6 +101,8 @@ def test_a_worker_sets_vllms_platform_and_exits_flushed_with_its_handlers_run(
     workers = Workers(2)
     try:
         assert workers.pool.submit(_platform).result(timeout=120) == "cpu"
+        frozen, thresholds = workers.pool.submit(_gc_state).result(timeout=60)
+        assert frozen > 100_000 and thresholds == GC_THRESHOLDS  # its imported heap frozen by warm_up
         marker = tmp_path / "handler"
         pid = workers.pool.submit(_register_handler, str(marker)).result(timeout=60)
         (process,) = [p for p in workers.pool._processes.values() if p.pid == pid]  # type: ignore[union-attr]
@@ -123,3 +133,25 @@ def test_exit_without_teardown_runs_the_handlers_registered_before_it(tmp_path: 
     env.pop("PYTHONUNBUFFERED", None)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert (out.returncode, out.stdout, marker.read_text()) == (0, "unflushed", "ran"), out.stderr
+
+
+def test_the_gate_tunes_the_collector_only_of_a_process_it_owns(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``main([...])`` called from another program (here: pytest) leaves that process's collector alone;
+    the console script claims its process, and then ``warm_up`` freezes the heap. Negative control: the
+    same ``warm_up`` in a claimed process does change it, so the first check can see a change."""
+    import gc
+
+    from compile_checks.cli import main
+
+    calls: list[str] = []
+    monkeypatch.setattr(gc, "freeze", lambda: calls.append("freeze"))
+    monkeypatch.setattr(gc, "set_threshold", lambda *t: calls.append(f"threshold{t}"))
+    monkeypatch.setattr(one_case, "_OWNS_PROCESS", False)
+    assert main(["list"]) == 0
+    warm_up(builtin=False)
+    assert calls == [] and one_case._OWNS_PROCESS is False
+    monkeypatch.setattr(sys, "argv", ["compile-checks", "list"])
+    assert main() == 0  # as the console script runs it
+    assert one_case._OWNS_PROCESS is True
+    warm_up(builtin=False)
+    assert calls == ["freeze", f"threshold{GC_THRESHOLDS}"]

@@ -6,6 +6,7 @@ and in its ``--jobs`` workers.
 
 from __future__ import annotations
 
+import gc
 import re
 import time
 from collections.abc import Sequence
@@ -116,18 +117,52 @@ def _error_line(e: BaseException) -> str:
     return f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}"
 
 
+# Python's first-generation threshold is 700; see freeze_imported_heap
+GC_THRESHOLDS = (20_000, 10, 10)
+_OWNS_PROCESS = False  # see own_this_process
+
+
+def own_this_process() -> None:
+    """This process runs the gate and nothing else (the console script, ``python -m compile_checks``, a
+    ``--jobs`` worker), so :func:`warm_up` tunes its garbage collector. ``cli.main([...])`` called from a
+    caller's own process (a test, a script) does not claim it: that collector stays the caller's."""
+    global _OWNS_PROCESS
+    _OWNS_PROCESS = True
+
+
 def warm_up(builtin: bool) -> None:
     """What the cases need, imported before the first one (so no case's timing carries it): the checker
     and the pipelines; for built-in cases also the scenarios' host loop and vLLM, which building one
-    imports (after ``prepare_process_for_vllm``: the CLI's in this process, ``_worker_init``'s in a worker)."""
+    imports (after ``prepare_process_for_vllm``: the CLI's in this process, ``_worker_init``'s in a worker).
+    Then, in a process the gate owns, :func:`freeze_imported_heap`."""
     import compile_checks.api
 
     if builtin:
         import compile_checks.scenarios.cases  # noqa: F401
+    if _OWNS_PROCESS:
+        freeze_imported_heap()
+
+
+def freeze_imported_heap() -> None:
+    """The imported heap (torch, vLLM, the checker: ~600k objects) lives as long as the gate's process:
+    ``gc.freeze()`` keeps the collector from walking it again, and a larger first generation collects the
+    cases' young objects less often (GC over 15 built-in cases in one process: 1.5 s -> 0.5 s). Garbage
+    is still collected, only less often; no full collection first: after the imports it takes 0.3 s and
+    finds ~64 objects."""
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
 
 
 def has_builtin(cases: Sequence[PlannedCase]) -> bool:
     return any(c.source.kind == BUILTIN for c in cases)
 
 
-__all__ = ["CaseBuilder", "has_builtin", "run_planned", "warm_up"]
+__all__ = [
+    "GC_THRESHOLDS",
+    "CaseBuilder",
+    "freeze_imported_heap",
+    "has_builtin",
+    "own_this_process",
+    "run_planned",
+    "warm_up",
+]

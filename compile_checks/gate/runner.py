@@ -20,7 +20,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from compile_checks.gate.one_case import CaseBuilder, has_builtin, run_planned, warm_up
+from compile_checks.gate.one_case import CaseBuilder, has_builtin, own_this_process, run_planned, warm_up
 from compile_checks.gate.outcome import Outcome, outcome_from_ranked, outcome_from_result
 
 if TYPE_CHECKING:
@@ -39,6 +39,7 @@ def _worker_init(threads: int) -> None:
 
     from compile_checks.pipelines.vllm_env import prepare_process_for_vllm
 
+    own_this_process()  # a worker runs the gate's cases and nothing else
     prepare_process_for_vllm()  # before a case can import vLLM, as the gate's CLI does in the parent
     torch.set_num_threads(threads)
     _WORKER_BUILDER = CaseBuilder()
