@@ -14,6 +14,7 @@ import pytest
 
 from compile_checks.ranks import RankedCase, run_ranked
 from compile_checks.ranks.forked import can_fork, start_server
+from compile_checks.ranks import launcher
 from compile_checks.ranks.launcher import PEER_GRACE_S, RankRun, rank_end_seconds
 from compile_checks.ranks.merge import RankedResult
 
@@ -28,13 +29,17 @@ def test_a_rank_that_raises_is_an_error_with_its_traceback_listed_first() -> Non
     assert result.verdict.startswith("ERROR: rank 1 raised")
 
 
-def test_a_peer_that_does_not_notice_is_stopped_after_the_grace_not_the_timeout() -> None:
+def test_a_peer_that_does_not_notice_is_stopped_after_the_grace_not_the_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The grace shortened from the launcher's 5 s to 1 s (read when a rank fails): the test waits it out
+    with an idle core. Stopped after the grace means no sooner than it, and long before the timeout."""
+    grace = 1.0
+    monkeypatch.setattr(launcher, "PEER_GRACE_S", grace)
     result = run_ranked(RankedCase("busy", factories.rank1_raises_rank0_busy, timeout_s=120), analysis_only=True)
     first, peer = result.errors
     assert first.startswith("rank 1 raised RuntimeError")
     assert peer.startswith("rank 0 stopped: another rank failed first")
     assert result.runs[0].returncode is None
-    assert result.wall_seconds < 60 and PEER_GRACE_S < 60  # the peer's grace, not the 120 s timeout
+    assert grace <= result.wall_seconds < 60 and PEER_GRACE_S < 60  # the peer's grace, not the 120 s timeout
 
 
 def test_a_factory_that_returns_no_case_is_an_error_of_each_rank() -> None:
@@ -86,8 +91,11 @@ def test_gloo_ranks_wait_for_every_peers_connection_before_going_on(backend: str
     assert calls == (["init", "barrier"] if backend == "gloo" else ["init"])
 
 
+HANG_TIMEOUT_S = 8  # rank 0's tiny analysis-only case takes ~1-2 s from the fork server
+
+
 class _Background:
-    """``run_ranked`` of the hang case in a thread: its 12 s are mostly rank 1 asleep, so the module's
+    """``run_ranked`` of the hang case in a thread: its 8 s are mostly rank 1 asleep, so the module's
     other ranked tests run meanwhile (the module is one unit of work on one xdist worker: _scheduling)."""
 
     def __init__(self) -> None:
@@ -100,11 +108,11 @@ class _Background:
     def _run(self) -> None:
         try:
             # the fork server up first: a launch's timeout counts from before its ranks start, and the
-            # server's first start (its preload) would otherwise eat into rank 1's 12 s before it prints
+            # server's first start (its preload) would otherwise eat into rank 1's 8 s before it prints
             if can_fork("gloo"):
                 start_server()
             t0 = time.perf_counter()
-            self.result = run_ranked(RankedCase("hangs", factories.rank1_hangs, timeout_s=12), analysis_only=True)
+            self.result = run_ranked(RankedCase("hangs", factories.rank1_hangs, timeout_s=HANG_TIMEOUT_S), analysis_only=True)
             self.seconds = time.perf_counter() - t0
         except BaseException as e:  # re-raised by the test
             self.error = e
@@ -128,10 +136,10 @@ def test_a_rank_that_hangs_is_killed_at_the_timeout_and_reported_hung(hang_case_
     assert result is not None and hang_case_running.seconds < 40
     assert result.clean is None and not result.passed
     hung = [e for e in result.errors if e.startswith("rank 1 ")]
-    assert len(hung) == 1 and hung[0].startswith("rank 1 still running at the timeout (12 s): hung?")
+    assert len(hung) == 1 and hung[0].startswith(f"rank 1 still running at the timeout ({HANG_TIMEOUT_S} s): hung?")
     assert "rank 1 is about to hang" in hung[0]  # its log tail
     assert result.runs[1].returncode is None and result.runs[1].stopped_because is not None
-    # rank 0 reached its own verdict, unless a loaded box kept it from finishing its compile within 12 s too
+    # rank 0 reached its own verdict, unless a loaded box kept it from finishing its compile within the timeout
     assert result.results.get(0, {}).get("clean") is True or any(
         e.startswith("rank 0 still running") for e in result.errors
     )
