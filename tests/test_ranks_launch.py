@@ -12,9 +12,8 @@ from collections.abc import Iterator
 import _ranks_factories as factories
 import pytest
 
-from compile_checks.ranks import RankedCase, run_ranked
+from compile_checks.ranks import RankedCase, launcher, run_ranked
 from compile_checks.ranks.forked import can_fork, start_server
-from compile_checks.ranks import launcher
 from compile_checks.ranks.launcher import PEER_GRACE_S, RankRun, rank_end_seconds
 from compile_checks.ranks.merge import RankedResult
 
@@ -29,7 +28,9 @@ def test_a_rank_that_raises_is_an_error_with_its_traceback_listed_first() -> Non
     assert result.verdict.startswith("ERROR: rank 1 raised")
 
 
-def test_a_peer_that_does_not_notice_is_stopped_after_the_grace_not_the_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_peer_that_does_not_notice_is_stopped_after_the_grace_not_the_timeout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """The grace shortened from the launcher's 5 s to 1 s (read when a rank fails): the test waits it out
     with an idle core. Stopped after the grace means no sooner than it, and long before the timeout."""
     grace = 1.0
@@ -112,7 +113,9 @@ class _Background:
             if can_fork("gloo"):
                 start_server()
             t0 = time.perf_counter()
-            self.result = run_ranked(RankedCase("hangs", factories.rank1_hangs, timeout_s=HANG_TIMEOUT_S), analysis_only=True)
+            self.result = run_ranked(
+                RankedCase("hangs", factories.rank1_hangs, timeout_s=HANG_TIMEOUT_S), analysis_only=True
+            )
             self.seconds = time.perf_counter() - t0
         except BaseException as e:  # re-raised by the test
             self.error = e

@@ -17,24 +17,25 @@ def test_this_session_runs_with_the_heap_frozen_and_the_thresholds_raised() -> N
     assert gc.isenabled()
 
 
-def test_tuning_collects_then_freezes_then_raises_the_thresholds() -> None:
+def gc_calls_of_tuning(environ: dict[str, str]) -> tuple[bool, list]:
+    """``tune_gc(environ)``'s result and the collector calls it made (recorded, not made)."""
     calls = mock.Mock()
     with (
         mock.patch.object(gc, "collect", calls.collect),
         mock.patch.object(gc, "freeze", calls.freeze),
         mock.patch.object(gc, "set_threshold", calls.set_threshold),
     ):
-        assert tune_gc({}) is True
-    assert calls.mock_calls == [mock.call.collect(), mock.call.freeze(), mock.call.set_threshold(*THRESHOLDS)]
+        tuned = tune_gc(environ)
+    return tuned, calls.mock_calls
+
+
+def test_tuning_collects_then_freezes_then_raises_the_thresholds() -> None:
+    assert gc_calls_of_tuning({}) == (
+        True,
+        [mock.call.collect(), mock.call.freeze(), mock.call.set_threshold(*THRESHOLDS)],
+    )
 
 
 def test_switched_off_nothing_changes() -> None:
     """Negative control: under ``TESTS_GC_TUNE=0`` the same check sees no call at all."""
-    calls = mock.Mock()
-    with (
-        mock.patch.object(gc, "collect", calls.collect),
-        mock.patch.object(gc, "freeze", calls.freeze),
-        mock.patch.object(gc, "set_threshold", calls.set_threshold),
-    ):
-        assert tune_gc({GC_ENV: "0"}) is False
-    assert calls.mock_calls == []
+    assert gc_calls_of_tuning({GC_ENV: "0"}) == (False, [])
