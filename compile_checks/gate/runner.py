@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from compile_checks.gate.one_case import CaseBuilder, has_builtin, own_this_process, run_planned, warm_up
-from compile_checks.gate.outcome import Outcome, outcome_from_ranked, outcome_from_result
+from compile_checks.gate.outcome import Outcome
 
 if TYPE_CHECKING:
     from compile_checks.gate.plan import GatePlan, PlannedCase
@@ -240,8 +240,6 @@ __all__ = [
     "Workers",
     "auto_jobs",
     "exit_without_teardown",
-    "outcome_from_ranked",
-    "outcome_from_result",
     "run_plan",
     "run_planned",
 ]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from compile_checks.case import Case, pipeline_label
 from compile_checks.lazy_case import LazyCase
@@ -45,37 +46,34 @@ def _module_case(fused: bool, pipeline: Pipeline) -> Case:
     return vllm_module_case(fused, pipeline=pipeline)
 
 
-def _declared(
-    name: str, pipeline: Pipeline, build: Callable[[], Case], *, expect_clean: bool, description: str
-) -> LazyCase:
-    """``name`` on ``pipeline`` (labelled ``name[vllm]`` off stock), built by ``build`` when it runs."""
-    label = pipeline_label(name, pipeline)
-    return LazyCase(label, build, expect_clean=expect_clean, pipeline=pipeline, description=description)
+class _Declaration(Protocol):
+    """What a declaration reads from a registry entry (a ``Scenario``, a ``ModuleCaseSpec``)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def expect_clean(self) -> bool: ...
+    @property
+    def description(self) -> str: ...
+
+
+def _declared(spec: _Declaration, pipeline: Pipeline, build: Callable[[], Case], *, prefix: str = "") -> LazyCase:
+    """``spec`` on ``pipeline`` (labelled ``name[vllm]`` off stock), built by ``build`` when it runs."""
+    label = pipeline_label(spec.name, pipeline)
+    description = prefix + spec.description
+    return LazyCase(label, build, expect_clean=spec.expect_clean, pipeline=pipeline, description=description)
 
 
 def declared_builtin(names: Sequence[str], pipeline: Pipeline) -> list[LazyCase]:
     """The named scenarios under ``pipeline`` (none named: the default gate, which under a vLLM pipeline
     also holds the ``@support_torch_compile`` layer cases); unknown names raise ``KeyError`` listing the valid."""
     declared = [
-        _declared(
-            s.name,
-            pipeline,
-            functools.partial(_scenario_case, s.name, pipeline),
-            expect_clean=s.expect_clean,
-            description=s.description,
-        )
+        _declared(s, pipeline, functools.partial(_scenario_case, s.name, pipeline))
         for s in (scenario(n) for n in names or DEFAULT_GATE)
     ]
     if not names and pipeline != Pipeline.STOCK:
         declared += [
-            _declared(
-                m.name,
-                pipeline,
-                functools.partial(_module_case, m.fused, pipeline),
-                expect_clean=m.expect_clean,
-                description=m.description,
-            )
-            for m in VLLM_MODULE_CASES
+            _declared(m, pipeline, functools.partial(_module_case, m.fused, pipeline)) for m in VLLM_MODULE_CASES
         ]
     return declared
 
@@ -83,13 +81,7 @@ def declared_builtin(names: Sequence[str], pipeline: Pipeline) -> list[LazyCase]
 def declared_smoke(names: Sequence[str]) -> list[LazyCase]:
     """The codegen smoke's cases (:func:`_smoke_case`), stock, under their scenario names."""
     return [
-        _declared(
-            s.name,
-            Pipeline.STOCK,
-            functools.partial(_smoke_case, s.name),
-            expect_clean=s.expect_clean,
-            description=f"codegen smoke: {s.description}",
-        )
+        _declared(s, Pipeline.STOCK, functools.partial(_smoke_case, s.name), prefix="codegen smoke: ")
         for s in (scenario(n) for n in names)
     ]
 
