@@ -13,18 +13,31 @@ from typing import Any
 os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 
 import pytest
-import torch
-from _checks import session_folder
 from _scheduling import shared_setup_groups
-from hypothesis import settings
 
-settings.register_profile("ci", deadline=None, max_examples=60, derandomize=True)
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+# torch, hypothesis and the test helpers are imported where tests run (a worker, or pytest without -n),
+# not at this module's import: pytest-xdist's controller only hands out tests, and its ~2 s of imports
+# came before either worker started.
+
+
+def _runs_tests(config: pytest.Config) -> bool:
+    """False in pytest-xdist's controller, which runs no test itself."""
+    return hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not _runs_tests(config):
+        return
+    from hypothesis import settings  # before collection: a test's @settings reads the loaded profile
+
+    settings.register_profile("ci", deadline=None, max_examples=60, derandomize=True)
+    settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 @pytest.fixture(autouse=True, scope="session")
 def _inductor_caches_off():
     """Inductor's FX graph cache can hand back code compiled for another layout."""
+    import torch
     import torch._inductor.config as inductor_config
 
     from compile_checks.pipelines import probe_cpu_isa
@@ -44,6 +57,7 @@ def _kernel_store(tmp_path_factory: pytest.TempPathFactory):
     ``TESTS_KERNEL_STORE=0`` builds every kernel in every compile, as the product does. The folder is
     exported in ``TESTS_KERNEL_STORE``: a test's subprocess may use it (``_kernel_store.from_environment``).
     """
+    from _checks import session_folder
     from _kernel_store import STORE_ENV, kernel_store
 
     if os.environ.get(STORE_ENV) == "0":
@@ -52,6 +66,19 @@ def _kernel_store(tmp_path_factory: pytest.TempPathFactory):
     store = Path(os.environ.get(STORE_ENV) or session_folder(tmp_path_factory, "kernels"))
     os.environ[STORE_ENV] = str(store)
     with kernel_store(store):
+        yield
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _guard_latency():
+    """Dynamo compiles without timing each frame's guards (_guard_latency: why it changes no result);
+    ``TESTS_GUARD_LATENCY=1`` measures as torch does."""
+    from _guard_latency import GUARD_LATENCY_ENV, guard_latency_unmeasured
+
+    if os.environ.get(GUARD_LATENCY_ENV) == "1":
+        yield
+        return
+    with guard_latency_unmeasured():
         yield
 
 
@@ -69,7 +96,7 @@ def debug_checks():
 @pytest.fixture(scope="session")
 def truths(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str, Callable[[], Any]], Any]:
     """``truths(key, compute)``: a ground truth computed once per session across xdist workers (_checks.shared_truth)."""
-    from _checks import shared_truth
+    from _checks import session_folder, shared_truth
 
     root = session_folder(tmp_path_factory, "truths")
     return lambda key, compute: shared_truth(root, key, compute)

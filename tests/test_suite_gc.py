@@ -7,6 +7,7 @@ import os
 from unittest import mock
 
 import pytest
+import torch  # noqa: F401  # collected with this module, as in the whole suite: the frozen heap holds torch
 from _gc_tuning import GC_ENV, THRESHOLDS, tune_gc
 
 
