@@ -18,8 +18,9 @@ from collections.abc import Iterator
 GUARD_LATENCY_ENV = "TESTS_GUARD_LATENCY"  # "1": Dynamo measures each frame's guard latency
 
 
-def unmeasured(guard_manager_root: object, local_scope: object, n_iters: int) -> float:
-    """``profile_guard_manager``'s signature, no cache flush, no evaluation: latency 0."""
+def unmeasured(*args: object) -> float:
+    """In ``profile_guard_manager``'s place (the guard root and frame scope; newer torch adds an iteration count): no
+    cache flush, no evaluation, latency 0."""
     return 0.0
 
 
