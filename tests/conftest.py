@@ -21,8 +21,12 @@ from _scheduling import shared_setup_groups
 
 
 def _runs_tests(config: pytest.Config) -> bool:
-    """False in pytest-xdist's controller, which runs no test itself."""
-    return hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None)
+    """False in pytest-xdist's controller, which neither collects nor runs a test itself (xdist's own
+    test for starting workers: a distribution mode and workers to start, outside ``--collect-only``)."""
+    if hasattr(config, "workerinput"):  # an xdist worker
+        return True
+    distributes = config.getoption("dist", "no") != "no" and bool(config.getoption("tx", None))
+    return bool(config.getoption("collectonly")) or not distributes
 
 
 def pytest_configure(config: pytest.Config) -> None:
