@@ -167,10 +167,15 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 @pytest.hookimpl(trylast=True)
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Once the tests are collected (torch, vLLM and every test module imported), the heap is frozen and
-    the collector's thresholds raised (_gc_tuning: why; ``TESTS_GC_TUNE=0`` keeps the defaults)."""
+    the collector's thresholds raised (_gc_tuning: why; ``TESTS_GC_TUNE=0`` keeps the defaults), and on a
+    host without CUDA vLLM's NVML-based CUDA check is taken back."""
     from _gc_tuning import tune_gc
 
+    from compile_checks.pipelines.vllm_env import undo_nvml_cuda_check
+
     tune_gc()
+    # as in a process the gate owns (vllm_env.undo_nvml_cuda_check: why); collection imported vLLM
+    undo_nvml_cuda_check()
 
 
 @pytest.hookimpl(trylast=True)

@@ -77,6 +77,15 @@ def _gc_state() -> tuple[int, tuple[int, int, int]]:
     return gc.get_freeze_count(), gc.get_threshold()
 
 
+def _nvml_check_after_warm_up() -> str | None:
+    """vLLM's NVML-based CUDA check as ``import vllm`` leaves it, then ``warm_up``: what is left of it."""
+    import vllm.env_override  # noqa: F401  # what ``import vllm`` runs first
+
+    os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"  # as that import sets it (it runs once per process)
+    warm_up(builtin=False)
+    return os.environ.get("PYTORCH_NVML_BASED_CUDA_CHECK")
+
+
 def _last_words(marker: str) -> None:
     Path(marker).write_text("ran")
     sys.stdout.write("worker's last words")  # no newline, no flush, after multiprocessing's own flush
@@ -103,6 +112,7 @@ def test_a_worker_sets_vllms_platform_and_exits_flushed_with_its_handlers_run(
         assert workers.pool.submit(_platform).result(timeout=120) == "cpu"
         frozen, thresholds = workers.pool.submit(_gc_state).result(timeout=60)
         assert frozen > 100_000 and thresholds == GC_THRESHOLDS  # its imported heap frozen by warm_up
+        assert workers.pool.submit(_nvml_check_after_warm_up).result(timeout=120) is None  # no CUDA here
         marker = tmp_path / "handler"
         pid = workers.pool.submit(_register_handler, str(marker)).result(timeout=60)
         (process,) = [p for p in workers.pool._processes.values() if p.pid == pid]  # type: ignore[union-attr]
@@ -155,3 +165,11 @@ def test_the_gate_tunes_the_collector_only_of_a_process_it_owns(monkeypatch: pyt
     assert one_case._OWNS_PROCESS is True
     warm_up(builtin=False)
     assert calls == ["freeze", f"threshold{GC_THRESHOLDS}"]
+
+
+def test_vllms_nvml_check_stays_in_a_process_the_gate_does_not_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Negative control for the worker's check above: the same steps in a caller's process (this one)
+    leave vLLM's variable as vLLM set it."""
+    monkeypatch.setenv("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
+    monkeypatch.setattr(one_case, "_OWNS_PROCESS", False)
+    assert _nvml_check_after_warm_up() == "1"

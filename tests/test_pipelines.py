@@ -271,6 +271,33 @@ def test_prepare_process_for_vllm_sets_the_platform_only_before_vllm(monkeypatch
     assert out.strip().splitlines()[-1] == "True"
 
 
+NVML_CHECK = "PYTORCH_NVML_BASED_CUDA_CHECK"
+
+
+def test_vllms_nvml_cuda_check_is_taken_back_only_on_a_host_without_cuda(monkeypatch):
+    """vLLM's import asks torch to check CUDA through NVML; the gate takes that back where there is no CUDA."""
+    from compile_checks.pipelines import vllm_env
+
+    assert "vllm" in sys.modules  # imported by this module's imports, as in the gate's warm_up
+    monkeypatch.setenv(NVML_CHECK, "1")
+    monkeypatch.setattr(vllm_env, "_cuda_available", lambda: True)
+    assert vllm_env.undo_nvml_cuda_check() is False and os.environ[NVML_CHECK] == "1"  # a CUDA host keeps it
+    monkeypatch.setattr(vllm_env, "_cuda_available", lambda: False)
+    with monkeypatch.context() as before_vllm:
+        before_vllm.delitem(sys.modules, "vllm")
+        assert vllm_env.undo_nvml_cuda_check() is False and os.environ[NVML_CHECK] == "1"  # not vLLM's yet
+    assert vllm_env.undo_nvml_cuda_check() is True and NVML_CHECK not in os.environ
+    assert vllm_env.undo_nvml_cuda_check() is False  # nothing left to take back
+
+
+def test_without_the_nvml_check_cuda_is_as_unavailable_as_with_it(monkeypatch):
+    """The answer torch gives is the same both ways on this host; only its cost differs."""
+    monkeypatch.setenv(NVML_CHECK, "1")
+    with_nvml = torch.cuda.is_available()
+    monkeypatch.delenv(NVML_CHECK)
+    assert torch.cuda.is_available() == with_nvml
+
+
 def test_platform_resolved_without_cpu_target_is_a_clear_error():
     """Negative control for the entry-point rule: vLLM's platform resolved first, without VLLM_TARGET_DEVICE."""
     out = _python(

@@ -17,6 +17,7 @@ from compile_checks.case import Case, run_case
 from compile_checks.case.floor import check_run, floor_run
 from compile_checks.gate.outcome import Outcome, outcome_from_ranked, outcome_from_result
 from compile_checks.gate.sources import BUILTIN
+from compile_checks.pipelines.vllm_env import undo_nvml_cuda_check
 from compile_checks.ranks import RankedCase, run_ranked
 from compile_checks.vocab import ErrorKind
 
@@ -71,6 +72,8 @@ def run_planned(planned: PlannedCase, builder: CaseBuilder, dump_root: Path | No
 
     try:
         case = builder.take(planned)
+        if _OWNS_PROCESS:  # building a user's case may be what imported vLLM
+            undo_nvml_cuda_check()
         if isinstance(case, RankedCase):  # every rank in its own process, each through run_case
             ranked = run_ranked(case, analysis_only=planned.analysis_only, dump_dir=_dump_dir(dump_root, planned.label))
             return outcome_from_ranked(planned, ranked)
@@ -124,8 +127,10 @@ _OWNS_PROCESS = False  # see own_this_process
 
 def own_this_process() -> None:
     """This process runs the gate and nothing else (the console script, ``python -m compile_checks``, a
-    ``--jobs`` worker), so :func:`warm_up` tunes its garbage collector. ``cli.main([...])`` called from a
-    caller's own process (a test, a script) does not claim it: that collector stays the caller's."""
+    ``--jobs`` worker), so :func:`warm_up` tunes its garbage collector and, once vLLM is imported on a host
+    without CUDA, the gate takes back vLLM's NVML-based CUDA check (``undo_nvml_cuda_check``).
+    ``cli.main([...])`` called from a caller's own process (a test, a script) does not claim it: that
+    collector and environment stay the caller's."""
     global _OWNS_PROCESS
     _OWNS_PROCESS = True
 
@@ -134,13 +139,14 @@ def warm_up(builtin: bool) -> None:
     """What the cases need, imported before the first one (so no case's timing carries it): the checker
     and the pipelines; for built-in cases also the scenarios' host loop and vLLM, which building one
     imports (after ``prepare_process_for_vllm``: the CLI's in this process, ``_worker_init``'s in a worker).
-    Then, in a process the gate owns, :func:`freeze_imported_heap`."""
+    Then, in a process the gate owns, :func:`freeze_imported_heap` and ``undo_nvml_cuda_check``."""
     import compile_checks.api
 
     if builtin:
         import compile_checks.scenarios.cases  # noqa: F401
     if _OWNS_PROCESS:
         freeze_imported_heap()
+        undo_nvml_cuda_check()
 
 
 def freeze_imported_heap() -> None:

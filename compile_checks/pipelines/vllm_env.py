@@ -77,6 +77,28 @@ def prepare_process_for_vllm() -> bool:
     return True
 
 
+# set by ``import vllm`` (vllm/env_override.py) so that torch.cuda.is_available() asks NVML, not the CUDA runtime
+_NVML_CUDA_CHECK = "PYTORCH_NVML_BASED_CUDA_CHECK"
+
+
+def undo_nvml_cuda_check() -> bool:
+    """For a process the gate owns, once vLLM is imported: on a host without CUDA, take back vLLM's
+    ``PYTORCH_NVML_BASED_CUDA_CHECK=1``.
+
+    vLLM sets it so that ``torch.cuda.is_available()`` does not initialize CUDA before it forks its
+    workers. With a CUDA build of torch on a host without NVML, every such call then tries to ``dlopen``
+    libnvidia-ml, fails, and falls back to the CUDA runtime's device count: ~70-120 us a call against
+    ~1 us, and Inductor's fake tensors ask on every op (17,623 calls, 2.15 s of a 45 s built-in gate in
+    one process). Where the answer is "no CUDA" there is no CUDA state for a fork to inherit, and the
+    answer is the same either way. Returns True when it removed the variable; leaves it on a CUDA host,
+    before vLLM's import, and when it is not "1".
+    """
+    if os.environ.get(_NVML_CUDA_CHECK) != "1" or "vllm" not in sys.modules or _cuda_available():
+        return False
+    del os.environ[_NVML_CUDA_CHECK]
+    return True
+
+
 def _require_cpu_platform() -> None:
     """vLLM resolves its platform once, at the first import that asks for it, and many of its
     modules keep that object: a platform resolved before VLLM_TARGET_DEVICE=cpu was set
@@ -110,4 +132,4 @@ def vllm_module(name: str) -> Any:
         return importlib.import_module(name)
 
 
-__all__ = ["VllmPipelineError", "prepare_process_for_vllm", "vllm_env", "vllm_module"]
+__all__ = ["VllmPipelineError", "prepare_process_for_vllm", "undo_nvml_cuda_check", "vllm_env", "vllm_module"]
