@@ -41,6 +41,12 @@ def check_rejects(fn: Callable[[], object], match: str) -> None:
     raise AssertionError(f"expected ValueError naming {match!r}; nothing was raised")
 
 
+# A scenario shrunk to its commit graph: one denoising step per chunk, two chunks (the second reads a
+# resident window). The generated-code truths and the scan's traces both compile it, so their C++
+# kernels are the same sources and the session's kernel store builds each once (another size would be
+# another kernel).
+COMMIT_GRAPH_ONLY: dict[str, int] = {"denoise_steps": 1, "num_chunks": 2}
+
 T = TypeVar("T")
 
 

@@ -28,7 +28,8 @@ os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 
 import torch
 import torch._inductor.config as inductor_config
-from _kernel_store import from_environment  # this script's folder is sys.path[0] (or the tests' in pytest)
+from _checks import COMMIT_GRAPH_ONLY  # this script's folder is sys.path[0] (or the tests' in pytest)
+from _kernel_store import from_environment
 from torch._logging._internal import LazyTraceHandler, TorchLogsFormatter, trace_log
 
 from compile_checks.case import Case, run_case
@@ -43,11 +44,9 @@ def build(spec: str) -> tuple[Case, bool]:
     if kind == "engine":
         case = _engine_cases().build_case(name, expect_clean=name == "split")
         return case.replace(pipeline=Pipeline(pipeline)), False
-    # one denoising step per chunk: only the commit graph is compiled (as the gate's codegen smoke);
-    # two chunks, as test_scenarios_generated_code's truths: the same C++ kernels, so the session's
-    # kernel store builds them once for both (a different size would be a different kernel);
-    # ``dynamic:NAME``: the scenario compiled with dynamic=True (symbolic sizes in the logged graph)
-    shrink = {"denoise_steps": 1, "num_chunks": 2, **({"dynamic": True} if kind == "dynamic" else {})}
+    # the commit graph only, as the generated-code truths compile it (_checks.COMMIT_GRAPH_ONLY: their
+    # kernels built once); ``dynamic:NAME``: compiled with dynamic=True (symbolic sizes in the logged graph)
+    shrink = {**COMMIT_GRAPH_ONLY, **({"dynamic": True} if kind == "dynamic" else {})}
     spec_ = dataclasses.replace(SCENARIOS[name], **shrink)
     case = scenario_case(spec_, Pipeline(pipeline))
     return case, kind == "analysis"

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from _checks import pool_sized_allocations
+from _checks import COMMIT_GRAPH_ONLY, pool_sized_allocations
 from torch._inductor.utils import run_and_get_code
 
 from compile_checks.case import CaseResult, run_case
@@ -27,9 +27,9 @@ pytestmark = [pytest.mark.compile, pytest.mark.slow]
 Truths = Callable[[str, Callable[[], Any]], Any]  # the conftest.truths fixture
 
 
-# commit graph only, 2 chunks (the second reads a resident window); the whole-model region
-# of commit_before is 2 layers here (the gate runs 4) to keep the compile short
-_SHRINK = {"denoise_steps": 1, "num_chunks": 2}
+# commit graph only (_checks.COMMIT_GRAPH_ONLY); the whole-model region of commit_before is 2 layers
+# here (the gate runs 4) to keep the compile short
+_SHRINK = COMMIT_GRAPH_ONLY
 _SHRINK_WHOLE_MODEL = {**_SHRINK, "num_layers": 2, "layers_per_region": 2}
 
 NEW_SCENARIOS: dict[str, dict[str, int]] = {
