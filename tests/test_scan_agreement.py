@@ -27,11 +27,14 @@ from compile_checks.vocab import ExitCode
 
 pytestmark = pytest.mark.compile
 
+# Each spec's C++ kernels are built once in the session (the kernel store): the two engine specs share
+# one pipeline, so one graph's kernels serve both but the commit's; the two scenarios compile as their
+# generated-code truths do (_checks.COMMIT_GRAPH_ONLY, stock), so they build nothing new either.
 DEFAULT = (
-    "engine:fused:stock",  # negative control: two clones of different sizes in one graph (shared storage)
+    "engine:fused:vllm",  # negative control: v1 clones of two views of one storage, of different sizes
     "engine:split:vllm",
     "scenario:index_put_commit:stock",  # negative control: ATen writes kept functional
-    "scenario:fused_kv_v1:vllm",  # negative control: v1 functionalization clones views of an input
+    "scenario:attn_op_commit_after:stock",  # negative control: a v2 clone (the reads sunk below the commit)
 )
 NO_POST_GRAD = "analysis:split:stock"  # analysis-only: the trace holds no post-grad graph
 
@@ -94,7 +97,7 @@ def test_analysis_only_trace_is_an_error(traces: Path, capsys: pytest.CaptureFix
 
 
 def test_truncated_real_trace_is_an_error(traces: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    [log] = (traces / "engine-fused-stock").glob("*.log")
+    [log] = (traces / "engine-fused-vllm").glob("*.log")
     text = log.read_text()
     cut = text.index("inductor_post_grad_graph") + 2000  # inside the post-grad graph's payload
     (tmp_path / log.name).write_text(text[:cut])
