@@ -167,10 +167,19 @@ def op_footprints(func: Any, name: str, args: tuple[Any, ...], kwargs: Mapping[s
     return None if fn is None else fn(bound_arguments(func, args, kwargs))
 
 
+# ATen ops whose schema does not declare what they write in training mode: batch norm's running stats
+_RUNNING_STATS = frozenset({"native_batch_norm", "_native_batch_norm_legit", "cudnn_batch_norm", "miopen_batch_norm"})
+
+
 def aten_footprints(func: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> list[Footprint]:
     """What an ATen call writes: the indexed elements of index/scatter/mask writes, else each written argument."""
     name = func._schema.name.removeprefix("aten::")
+    if name not in _RUNNING_STATS and not written_arguments(func):
+        return []
     call = bound_arguments(func, args, kwargs)
+    if name in _RUNNING_STATS:
+        stats = [call.get("running_mean"), call.get("running_var")] if call.get("training") else []
+        return [Footprint.whole(t) for t in stats if isinstance(t, torch.Tensor)]
     self = call.get("self")
     if isinstance(self, torch.Tensor) and self.dim() > 0:
         if name in ("index_copy_", "index_fill_", "index_add_", "index_reduce_"):

@@ -116,7 +116,7 @@ class UndoLog(TorchDispatchMode):
         self, func: Any, name: str, opaque: bool, args: tuple[Any, ...], kwargs: Mapping[str, Any]
     ) -> list[Footprint]:
         if not opaque:
-            return aten_footprints(func, args, kwargs) if written_tensors(func, args, kwargs) else []
+            return aten_footprints(func, args, kwargs)
         registered = op_footprints(func, name, args, kwargs)
         if registered is not None:
             return registered
