@@ -242,3 +242,17 @@ def test_a_hook_returning_a_block_list_is_what_the_eager_reference_runs() -> Non
         k: v["graphs"] for k, v in without.report.recompiles.items()
     }
     assert sum(v["graphs"] for v in result.report.recompiles.values()) >= 1
+
+
+def test_per_dim_checksums_locate_a_change_and_do_not_depend_on_chunking(monkeypatch: pytest.MonkeyPatch) -> None:
+    from compile_checks.check.writes import positions
+
+    t = torch.randn(2, 30, 8, 4)
+    whole = positions.dim_checksums(t)
+    monkeypatch.setattr(positions, "_CHUNK", 16)  # chunks of dim 0, then one dim down
+    assert all(torch.equal(a, b) for a, b in zip(whole, positions.dim_checksums(t), strict=True))
+    u = t.clone()
+    u[1, 17, 3, 2] += 1
+    assert positions.changed_indices(whole, positions.dim_checksums(u)) == [[1], [17], [3], [2]]
+    # negative control: an unchanged tensor shows no index
+    assert positions.changed_indices(whole, positions.dim_checksums(t.clone())) == [[], [], [], []]
