@@ -62,12 +62,14 @@ class PoolWrites:
 
 def _pool_writes(pool: torch.Tensor, log: UndoLog, checksums: list[torch.Tensor]) -> PoolWrites:
     key = storage_key(pool)
+    # a pool that is its whole storage holds every offset of it: no coordinates needed to tell
+    whole = pool.is_contiguous() and pool.storage_offset() == 0 and flat_view(pool).numel() == pool.numel()
     offs, vals, rand, writers = [], [], [], []
     for w in log.writes:
         if storage_key(w.footprint.tensor) != key or w.saved.dtype != pool.dtype:
             continue
         o = w.footprint.offsets().to(pool.device)
-        inside = coordinates(pool, o)[1]
+        inside = torch.ones_like(o, dtype=torch.bool) if whole else coordinates(pool, o)[1]
         if not bool(inside.any()):
             continue
         offs.append(o[inside])
