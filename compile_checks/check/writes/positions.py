@@ -24,7 +24,7 @@ def _as_nd(t: torch.Tensor) -> torch.Tensor:
 
 def _hash(x: torch.Tensor) -> torch.Tensor:
     """A mixed int64 per element of ``x``'s bytes (in place on one temporary: no cancellation by design)."""
-    h = x.contiguous().view(_INT[x.element_size()]).to(torch.int64)
+    h = x.contiguous().view(_INT[x.element_size()]).to(torch.int64, copy=True)  # never the pool itself
     h.mul_(-7046029254386353131).add_(0x5BD1E995)
     h.bitwise_xor_(h >> 29)
     return h.mul_(-4658895280553007687)
