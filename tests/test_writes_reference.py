@@ -318,3 +318,12 @@ def test_written_elsewhere_is_diverged_state_not_lost_write() -> None:
 def test_reset_must_be_callable() -> None:
     with pytest.raises(ValueError, match="reset must be callable"):
         Case("r", lambda: None, reset=1)  # type: ignore[arg-type]
+
+
+def test_a_write_that_cannot_be_undone_is_an_error() -> None:
+    buf = torch.zeros(4)
+    ref = eager_reference({"buf": buf}, lambda: buf.resize_(8).fill_(1.0))
+    assert any("could not undo a write of aten::" in e for e in ref.errors), ref.errors
+    # the clean twin: no resize, nothing to report
+    buf = torch.zeros(4)
+    assert eager_reference({"buf": buf}, lambda: buf.fill_(1.0)).errors == []

@@ -69,6 +69,8 @@ def _pool_writes(pool: torch.Tensor, log: UndoLog, checksums: list[torch.Tensor]
         if storage_key(w.footprint.tensor) != key or w.saved.dtype != pool.dtype:
             continue
         o = w.footprint.offsets().to(pool.device)
+        if o.numel() != w.saved.numel():  # the tensor was resized since: its rollback fails and says so
+            continue
         inside = torch.ones_like(o, dtype=torch.bool) if whole else coordinates(pool, o)[1]
         if not bool(inside.any()):
             continue
@@ -105,6 +107,9 @@ class EagerReference:
         for name, ref in self.pools.items():
             if name not in pools:
                 self.notes.append(f"pool {name!r} is gone after the compiled run: not compared")
+                continue
+            if [len(c) for c in ref.checksums] != list(pools[name].shape or (1,)):
+                self.notes.append(f"pool {name!r} has another shape after the compiled run: not compared")
                 continue
             finding = _compare(name, pools[name].detach(), ref)
             if finding is not None:
@@ -211,16 +216,18 @@ def eager_reference(pools: Mapping[str, torch.Tensor], run: Callable[[], Any]) -
     rng = torch.get_rng_state()
     cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
     log = UndoLog()
+    failed: list[str] = []
     try:
         with log:
             run()
         written = {n: _pool_writes(t, log, start[n]) for n, t in pools.items()}
     finally:
-        log.rollback()
+        failed = log.rollback()
         torch.set_rng_state(rng)
         if cuda_rng is not None:
             torch.cuda.set_rng_state_all(cuda_rng)
     ref = EagerReference(written, saved_bytes=log.saved_bytes)
+    ref.errors += [f"the eager reference could not undo a write of {f}" for f in failed]
     for op, nbytes in sorted(log.saved_whole.items()):
         ref.notes.append(
             f"{op} declares writing tensors it was given and has no registered write footprint: the eager reference "
@@ -228,6 +235,9 @@ def eager_reference(pools: Mapping[str, torch.Tensor], run: Callable[[], Any]) -
             "writes"
         )
     for n, t in pools.items():
+        if [len(c) for c in start[n]] != list(t.shape or (1,)):
+            ref.errors.append(f"pool {n!r} changed shape in the eager reference run: it cannot be compared")
+            continue
         moved = changed_indices(start[n], dim_checksums(t))
         if any(moved):
             ref.errors.append(

@@ -147,10 +147,15 @@ class UndoLog(TorchDispatchMode):
         finally:
             self._outer.pop()
 
-    def rollback(self) -> None:
-        """Put every logged pre-image back, last write first."""
+    def rollback(self) -> list[str]:
+        """Put every logged pre-image back, last write first; why any could not be (a tensor resized since)."""
+        failed = []
         for w in reversed(self.writes):
-            w.footprint.restore(w.saved)
+            try:
+                w.footprint.restore(w.saved)
+            except RuntimeError as e:
+                failed.append(f"{w.op}: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
+        return failed
 
     @property
     def saved_bytes(self) -> int:
