@@ -39,7 +39,7 @@ from compile_checks.check.writes.positions import (
     per_dim,
     written_dim,
 )
-from compile_checks.check.writes.undo import UndoLog, storage_key
+from compile_checks.check.writes.undo import LoggedWrite, UndoLog, storage_key
 from compile_checks.vocab import WriteProblem
 
 # relative tolerance per dtype, of the largest |eager value| in the element's row (its last dim)
@@ -60,13 +60,12 @@ class PoolWrites:
     checksums: list[torch.Tensor]  # per-dim checksums of the pool at the start
 
 
-def _pool_writes(pool: torch.Tensor, log: UndoLog, checksums: list[torch.Tensor]) -> PoolWrites:
-    key = storage_key(pool)
+def _pool_writes(pool: torch.Tensor, writes: list[LoggedWrite], checksums: list[torch.Tensor]) -> PoolWrites:
     # a pool that is its whole storage holds every offset of it: no coordinates needed to tell
     whole = pool.is_contiguous() and pool.storage_offset() == 0 and flat_view(pool).numel() == pool.numel()
     offs, vals, rand, writers = [], [], [], []
-    for w in log.writes:
-        if storage_key(w.footprint.tensor) != key or w.saved.dtype != pool.dtype:
+    for w in writes:
+        if w.saved.dtype != pool.dtype:
             continue
         o = w.footprint.offsets().to(pool.device)
         if o.numel() != w.saved.numel():  # the tensor was resized since: its rollback fails and says so
@@ -220,7 +219,10 @@ def eager_reference(pools: Mapping[str, torch.Tensor], run: Callable[[], Any]) -
     try:
         with log:
             run()
-        written = {n: _pool_writes(t, log, start[n]) for n, t in pools.items()}
+        by_storage: dict[int, list[LoggedWrite]] = {}
+        for w in log.writes:
+            by_storage.setdefault(w.storage, []).append(w)
+        written = {n: _pool_writes(t, by_storage.get(storage_key(t), []), start[n]) for n, t in pools.items()}
     finally:
         failed = log.rollback()
         torch.set_rng_state(rng)
