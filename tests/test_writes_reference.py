@@ -224,8 +224,14 @@ def _blocks_case(check_writes: bool) -> tuple[Case, list[str]]:
             x = b(x)
         return x
 
-    case = Case("blocks", blocks[0], pools={"cache": cache}, driver=driver, compile=compile_blocks)
+    case = Case(
+        "blocks", blocks[0], pools={"cache": cache}, driver=driver, compile=compile_blocks, meta={"blocks": blocks}
+    )
     return case.replace(check_writes=check_writes), got
+
+
+def _blocks_of(case: Case) -> list[_Block]:
+    return list(case.meta["blocks"])
 
 
 @pytest.mark.compile
@@ -327,3 +333,15 @@ def test_a_write_that_cannot_be_undone_is_an_error() -> None:
     # the clean twin: no resize, nothing to report
     buf = torch.zeros(4)
     assert eager_reference({"buf": buf}, lambda: buf.fill_(1.0)).errors == []
+
+
+def test_the_eager_pass_leaves_no_dynamo_wrapper() -> None:
+    from compile_checks.case import write_reference
+
+    case, got = _blocks_case(check_writes=True)
+    ref = write_reference(case)
+    assert got == ["list"] and not isinstance(ref, str), ref
+    assert not any(hasattr(b.forward, "_torchdynamo_orig_callable") for b in _blocks_of(case))
+    # negative control: the hook itself, outside the eager pass, wraps each block
+    case.compile(lambda gm, ex: gm.forward)
+    assert all(hasattr(b.forward, "_torchdynamo_orig_callable") for b in _blocks_of(case))
