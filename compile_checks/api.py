@@ -145,6 +145,8 @@ class CloneCheck:
         assert self._stack is not None
         self._stack.__exit__(exc_type, exc, tb)
         self._stack = None
+        if exc_type is None:
+            self.probe.refresh_pools()  # the pools after the last call: did that call replace one (pool_replaced)?
         self.pools = self.probe.pool_tensors or None  # the last ones read (a pools callable follows rebuilds)
         report = build_report(self.probe, self.pools, self.dump_dir, allow_unanalysed=self.allow_unanalysed)
         report.recompiles = recompile_table(self.probe.regions, self.recompile_log)
