@@ -153,3 +153,23 @@ def test_the_watch_attributes_only_a_returned_storage() -> None:
     watch.compare({"k": old}, {"k": old[:2]})  # the same storage under another view: no copy
     [c] = watch.clones()
     assert (c.pool, c.op, c.nbytes, c.kind) == ("k", "aten::index_put", 16, CopyKind.POOL_REPLACED)
+
+
+@pytest.mark.compile
+def test_a_users_clone_written_by_an_op_is_a_note_with_the_generated_codes_bytes() -> None:
+    """``kc, vc = k.clone(), v.clone(); op(kc, vc); op(k, v)``: two pool-sized buffers in the code, two notes
+    of their size, no copy reported (the real pools are written in place)."""
+    from _soundness_steps import chunk, pools_split, users_own_copies_then_commit
+    from torch._inductor.utils import run_and_get_code
+
+    from compile_checks.api import analyze_pool_clones
+
+    k, v = pools_split()
+    report, codes = run_and_get_code(
+        lambda: analyze_pool_clones(
+            users_own_copies_then_commit, k, v, chunk(), torch.arange(4), pools={"k": k, "v": v}
+        )
+    )
+    noted = [int(b) for n in report.notes for b in re.findall(r"a copy of (\d+) bytes per call", n)]
+    assert noted == pool_sized_allocations("\n".join(codes), k.numel() * 4) == [k.numel() * 4] * 2
+    assert report.clones == [] and report.check_passed
