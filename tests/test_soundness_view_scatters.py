@@ -5,8 +5,10 @@ Functionalization turns ``k.diagonal().fill_(1)`` into ``diagonal_scatter`` (``a
 pass canonicalizes them into one ``_generalized_scatter``; one it must keep functional (the old pool is
 read after the write) is decomposed back into view scatters (slice/select: fused into the write-back,
 no buffer) or, through a ``diagonal`` or ``as_strided`` view, into ``aten.clone(k)``, a write into the
-clone's view and a ``copy_`` back: a pool-sized buffer. Truth: the pool-sized buffers Inductor's
-generated code allocates; the negative control is each write's clean twin (no read of the old pool).
+clone's view and a ``copy_`` back: a pool-sized buffer. ``unfold`` has no scatter op: its inverse rebuilds
+the whole pool in a fresh buffer. Truth: the pool-sized buffers Inductor's generated code allocates; the
+negative control is each write's clean twin (no read of the old pool; for unfold, the same rows written
+through a ``view``).
 """
 
 from __future__ import annotations
@@ -31,6 +33,9 @@ WRITES: dict[str, Callable[[torch.Tensor], object]] = {
     "select_then_diagonal": lambda k: k.view(4, 16, 16)[1].diagonal().fill_(1.0),
     # a select through a transpose: scattered and transposed back, fused into the write-back (no buffer)
     "transposed_select": lambda k: k.t()[2].fill_(1.0),
+    # unfold has no scatter op: unfold_backward rebuilds the whole pool in a fresh buffer, read or not
+    "unfold": lambda k: k.unfold(0, 2, 2)[3].fill_(1.0),
+    "same_rows_through_a_view": lambda k: k.view(32, 2, 16)[3].fill_(1.0),  # unfold's clean twin
 }
 
 
@@ -65,6 +70,8 @@ def _copies_and_buffers(name: str, read_first: bool) -> tuple[list[tuple[str, st
         ("as_strided", True, 1),
         ("select_then_diagonal", True, 1),
         ("transposed_select", True, 0),  # was a false copy: the scatter reaches the write-back through a view
+        ("unfold", False, 1),  # a copy with no later read at all
+        ("same_rows_through_a_view", False, 0),
     ],
 )
 def test_copies_agree_with_the_generated_code(name: str, read_first: bool, expected: int) -> None:

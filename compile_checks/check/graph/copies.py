@@ -42,6 +42,7 @@ from compile_checks.check.graph.fx_helpers import (
     write_backs,
 )
 from compile_checks.check.graph.geometry import TensorGeometry, geometry_of
+from compile_checks.check.graph.rebuilt import find_rebuilt_inputs
 from compile_checks.check.graph.sites import CloneSite, is_view_scatter
 from compile_checks.vocab import CopyKind
 
@@ -219,9 +220,10 @@ def misplaced_write_backs(graph: torch.fx.Graph) -> list[str]:
 
 
 def find_copy_sites(graph: torch.fx.Graph, preexisting: Iterable[torch.fx.Node] | None = None) -> list[CloneSite]:
-    """Every whole-buffer copy of a mutated input: functionalization clones, then ATen write copies."""
+    """Every whole-buffer copy of a mutated input: functionalization clones, ATen write copies, then inputs
+    rebuilt in a fresh buffer (:mod:`compile_checks.check.graph.rebuilt`, a write through ``unfold``)."""
     clones = find_clone_sites(graph, preexisting)
-    return clones + find_aten_write_copies(graph, {s.clone_node for s in clones})
+    return clones + find_aten_write_copies(graph, {s.clone_node for s in clones}) + find_rebuilt_inputs(graph)
 
 
 __all__ = [
