@@ -29,7 +29,7 @@ from compile_checks.explain.depyf_dump import DepyfDump
 from compile_checks.explain.dumps import write_dump
 from compile_checks.explain.explanations import explain_report
 from compile_checks.explain.grouping import alike, group_explanations
-from compile_checks.pools import PoolsArg, resolve_pools
+from compile_checks.pools import PoolNamingError, PoolsArg, resolve_pools
 from compile_checks.verdict import copy_fields, render_copy
 
 
@@ -145,8 +145,15 @@ class CloneCheck:
         assert self._stack is not None
         self._stack.__exit__(exc_type, exc, tb)
         self._stack = None
+        unread = None
+        if exc_type is None:
+            try:  # the pools after the last call: did that call replace one (pool_replaced)?
+                self.probe.refresh_pools()
+            except PoolNamingError as e:
+                unread = f"the pools could not be re-read after the last call ({e}): a replacement by it is not seen"
         self.pools = self.probe.pool_tensors or None  # the last ones read (a pools callable follows rebuilds)
         report = build_report(self.probe, self.pools, self.dump_dir, allow_unanalysed=self.allow_unanalysed)
+        report.notes += [unread] if unread else []
         report.recompiles = recompile_table(self.probe.regions, self.recompile_log)
         report.run_findings += self.probe.write_watch.findings()
         report = explain_report(report, self.probe, self)

@@ -6,8 +6,9 @@ forward context (``attn_layer.kv_cache``, bound after the model is built). Each 
 returns a fresh mapping; wrap it in a zero-argument callable (``pools=lambda: pools_from_module(
 model, "*.k_cache")``) to have it re-read at each call, so rebuilt tensors are followed.
 
-Invariant (:func:`validate_pools`): a tensor is named once, and no two names overlap in memory;
-a violation is a :class:`PoolNamingError`, never a silently dropped name.
+Invariant (:func:`validate_pools`): a tensor is named once, and no two names share an element of
+memory (decided by strides: interleaved views such as ``kv[:, 0]`` / ``kv[:, 1]`` of one storage are
+disjoint); a violation is a :class:`PoolNamingError`, never a silently dropped name.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 import torch
 
 from compile_checks.check.graph.geometry import StorageRef
+from compile_checks.check.graph.overlap import views_overlap
 from compile_checks.errors import CompileChecksError
 
 PoolsArg = Mapping[str, torch.Tensor] | Callable[[], Mapping[str, torch.Tensor]] | None
@@ -40,10 +42,10 @@ def validate_pools(pools: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]
         for other, u in seen:
             if t.device != u.device or t.untyped_storage().data_ptr() != u.untyped_storage().data_ptr():
                 continue
-            if t.numel() == 0 or u.numel() == 0:
-                continue  # an empty view owns no bytes (a placeholder cache before binding)
-            (lo, hi), (ulo, uhi) = StorageRef.of(t).byte_span(), StorageRef.of(u).byte_span()
-            if lo < uhi and ulo < hi:
+            ref, uref = StorageRef.of(t), StorageRef.of(u)
+            # by elements, not byte span: kv[:, 0] / kv[:, 1] of a (blocks, 2, ...) cache interleave, sharing none
+            if views_overlap(ref.geometry, uref.geometry):
+                (lo, hi), (ulo, uhi) = ref.byte_span(), uref.byte_span()
                 same = (lo, hi, tuple(t.shape), t.stride()) == (ulo, uhi, tuple(u.shape), u.stride())
                 why = "is the same tensor as" if same else "overlaps"
                 raise PoolNamingError(
@@ -155,28 +157,42 @@ def pools_from_tensors(tensors: Any, prefix: str = "") -> dict[str, torch.Tensor
     return validate_pools({f"{prefix}.{k}" if prefix else k: v for k, v in items})
 
 
-def split_kv_cache(name: str, kv_cache: Any, kv_dim: int = 0) -> dict[str, torch.Tensor]:
-    """``{name.k, name.v}`` from a fused cache (size 2 along ``kv_dim``) or a (k, v) pair; else ``{name}``."""
+def split_kv_cache(name: str, kv_cache: Any, kv_dim: int | None = 0) -> dict[str, torch.Tensor]:
+    """``{name.k, name.v}`` from a fused cache (size 2 along ``kv_dim``) or a (k, v) pair; else ``{name}``.
+
+    ``kv_dim=1`` splits FlashInfer's ``(num_blocks, 2, block_size, heads, dim)`` into two interleaved views
+    (disjoint by elements); ``kv_dim=None`` takes whichever of dims 0 and 1 has size 2 (an error when both do).
+    """
     pair = isinstance(kv_cache, (list, tuple)) and len(kv_cache) == 2
     if pair and all(isinstance(t, torch.Tensor) for t in kv_cache):
         return {f"{name}.k": kv_cache[0], f"{name}.v": kv_cache[1]}
     if not isinstance(kv_cache, torch.Tensor):
         raise PoolNamingError(f"{name}: kv_cache is a {type(kv_cache).__name__}, not a tensor or a (k, v) pair")
+    if kv_dim is None:
+        twos = [d for d in (0, 1) if kv_cache.dim() > d and kv_cache.shape[d] == 2]
+        if len(twos) > 1:
+            raise PoolNamingError(
+                f"{name}: kv_cache {tuple(kv_cache.shape)} has size 2 in dims 0 and 1; pass kv_dim=0 "
+                "((2, num_blocks, ...) layouts) or kv_dim=1 ((num_blocks, 2, ...), FlashInfer's)"
+            )
+        kv_dim = twos[0] if twos else 0
     if kv_cache.dim() > kv_dim and kv_cache.shape[kv_dim] == 2:
         return {f"{name}.k": kv_cache.select(kv_dim, 0), f"{name}.v": kv_cache.select(kv_dim, 1)}
     return {name: kv_cache}
 
 
 def pools_from_forward_context(
-    context: Any, *, layers: Iterable[str] | None = None, kv_dim: int = 0
+    context: Any, *, layers: Iterable[str] | None = None, kv_dim: int | None = 0
 ) -> dict[str, torch.Tensor]:
     """Pools of vLLM's attention layers: ``layer_name.k`` / ``.v`` from each ``attn_layer.kv_cache``.
 
     ``context`` is a ``VllmConfig`` (its ``compilation_config.static_forward_context``), a
     ``ForwardContext`` (``no_compile_layers``) or the ``{layer_name: layer}`` dict itself. A fused
     cache (size 2 along ``kv_dim``, vLLM's ``(2, num_blocks, block_size, heads, dim)``) is split into
-    its K and V halves. A layer whose cache is still vLLM's unbound placeholder (0 elements) is an
-    error: name the pools after ``bind_kv_cache`` ran.
+    its K and V halves; ``kv_dim=1`` splits FlashInfer's ``(num_blocks, 2, block_size, heads, dim)`` into
+    two interleaved views, ``kv_dim=None`` finds the dim per layer (:func:`split_kv_cache`). A layer
+    whose cache is still vLLM's unbound placeholder (0 elements) is an error: name the pools after
+    ``bind_kv_cache`` ran.
     """
     if hasattr(context, "compilation_config"):
         table = context.compilation_config.static_forward_context

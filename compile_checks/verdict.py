@@ -118,6 +118,7 @@ def copy_fields(c: SurvivingClone) -> dict[str, Any]:
 _COPY_WHAT: dict[str, str] = {
     CopyKind.ATEN_WRITE_COPY: "whole-buffer copy by a functional ATen write",
     CopyKind.COLLECTIVE_COPY: "whole-buffer copy by an out-of-place collective",
+    CopyKind.POOL_REPLACED: "whole-pool copy into a new tensor the pool is rebound to",
 }
 
 

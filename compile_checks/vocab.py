@@ -38,6 +38,9 @@ class CopyKind(StrEnum):
     # an out-of-place collective on a pool (``_c10d_functional.all_reduce(pool)`` written back): Inductor
     # lowers it as clone + ``all_reduce_`` on the clone, then copies the result back
     COLLECTIVE_COPY = "collective_copy"
+    # a named pool the region replaced by a new tensor (an out-of-place update the program rebinds,
+    # ``self.keys = self.keys.index_copy(...)``): the whole pool copied into a fresh buffer every call
+    POOL_REPLACED = "pool_replaced"
 
 
 class Cause(StrEnum):

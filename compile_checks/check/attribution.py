@@ -65,6 +65,9 @@ def build_report(
         )
         report.unreceived_pools = list(pools or {})
         return report
+    # pools a region replaced by another tensor (an out-of-place update rebound): a whole-pool copy per call
+    report.clones += probe.identity.clones()
+    report.notes += probe.identity.notes(report.region_calls)
     # two names for one tensor never get here: CloneCheck's pools pass compile_checks.pools.validate_pools
     for name, tensor in (pools or {}).items():
         if tensor.numel() == 0:

@@ -43,9 +43,11 @@ from compile_checks.check.graph.functionalized import FunctionalizedArg, functio
 from compile_checks.check.graph.generated_buffers import settle_inductors_choices, upper_bound_note
 from compile_checks.check.graph.geometry import StorageRef, SymbolBinder, TensorGeometry, geometry_of, symbol_binders
 from compile_checks.check.graph.input_offsets import rebase_input_offsets
+from compile_checks.check.graph.own_copies import programs_own_copies
 from compile_checks.check.graph.sites import CloneSite
 from compile_checks.check.hooks import session_lock, verify_inductor_hooks
 from compile_checks.check.kernel_metrics import kernel_byte_metrics
+from compile_checks.check.pool_identity import PoolIdentityWatch, output_ops
 from compile_checks.check.recompiles import current_frame
 from compile_checks.check.runtime_pools import CallRecorder, PoolIndex
 from compile_checks.vocab import PHASES, BlindSpot, Phase
@@ -76,6 +78,8 @@ class InnerGraph:
     calls: int = 0
     # Inductor's generated code (a full compile's CompiledFxGraph.source_code; empty in analysis-only mode)
     generated_code: str = ""
+    # the op producing each output of the post-grad graph (names what made a pool a region replaced)
+    output_ops: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -133,6 +137,8 @@ class Probe:
     # an engine that rebuilds its cache tensors is followed (Case(pools=callable))
     pools_provider: Callable[[], Mapping[str, torch.Tensor] | None] | None = None
     pool_tensors: dict[str, torch.Tensor] = field(default_factory=dict)
+    # named pools a region call returned as another tensor (an out-of-place update rebound): pool_replaced
+    identity: PoolIdentityWatch = field(default_factory=PoolIdentityWatch)
 
     def set_pools(self, pools: Mapping[str, torch.Tensor] | None) -> None:
         self.pools = PoolIndex(pools)
@@ -145,6 +151,7 @@ class Probe:
         pools = dict(self.pools_provider() or {})
         if pools.keys() == self.pool_tensors.keys() and all(pools[n] is self.pool_tensors[n] for n in pools):
             return
+        self.identity.compare(self.pool_tensors, pools)
         self.pools.reset(pools)
         self.pool_tensors = pools
         if self.write_watch is not None:
@@ -179,7 +186,8 @@ class Probe:
                 inner.clone_sites = find_copy_sites(gm.graph, self._preexisting)
                 inner.misplaced = misplaced_write_backs(gm.graph)
                 clones = {c.clone_node for c in inner.clone_sites}
-                inner.notes = whole_pool_passes(gm.graph, clones)
+                inner.notes = whole_pool_passes(gm.graph, clones) + programs_own_copies(gm.graph)
+                inner.output_ops = output_ops(gm.graph)
                 if self.analysis_only:
                     inner.notes += [upper_bound_note(c) for c in inner.clone_sites if c.buffer_is_inductors_choice]
                 inner.post_grad_code = gm.code
@@ -261,7 +269,16 @@ class Probe:
         region.phase_seconds[Phase.AOT] = max(0.0, region.compile_seconds - inner)
         self._last_backend_end = end
         region.kernel_bytes = int(inductor_metrics.num_bytes_accessed)
-        return _count_calls(compiled, region, self.refresh_pools)  # type: ignore[arg-type]  # a callable here
+        after = functools.partial(self._region_returned, region)
+        return _count_calls(compiled, region, self.refresh_pools, after)  # type: ignore[arg-type]  # a callable here
+
+    def _region_returned(self, region: Region, out: Any) -> None:
+        """After each region call: what it returned, for the next pools re-read to compare against."""
+        if self.pools_provider is None:
+            return  # pools never re-read: nothing to compare
+        ops = region.inner[-1].output_ops if region.inner else []
+        count = len(out) if isinstance(out, (list, tuple)) else 1
+        self.identity.region_returned(region.index, out, ops if len(ops) == count else ())
 
     def frame_started(self, _args: object = None) -> None:
         """Dynamo's compile-start callback: the dynamo phase of the next region starts here."""
@@ -296,14 +313,19 @@ def _run_fx_graph(gm: torch.fx.GraphModule) -> Any:
     return out
 
 
-def _count_calls(compiled: Callable[..., Any], region: Region, before: Callable[[], None]) -> Callable[..., Any]:
-    """Wrap a region callable to count its runs (``before`` each one), keeping its calling convention."""
+def _count_calls(
+    compiled: Callable[..., Any], region: Region, before: Callable[[], None], after: Callable[[Any], None]
+) -> Callable[..., Any]:
+    """Wrap a region callable to count its runs (``before`` each one, ``after`` with what it returned),
+    keeping its calling convention."""
 
     @functools.wraps(compiled)
     def run(*args: Any, **kwargs: Any) -> Any:
         region.calls += 1
         before()
-        return compiled(*args, **kwargs)
+        out = compiled(*args, **kwargs)
+        after(out)
+        return out
 
     if getattr(compiled, "_boxed_call", False):
         run._boxed_call = True  # type: ignore[attr-defined]

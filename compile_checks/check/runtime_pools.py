@@ -23,7 +23,11 @@ from compile_checks.check.graph.geometry import (
     UnresolvedSizeError,
     bind_symbols,
 )
+from compile_checks.check.graph.overlap import contains, views_overlap
 from compile_checks.check.graph.sites import CloneSite
+
+# distinct input geometries whose touched pools are remembered (a region's inputs repeat from call to call)
+_TOUCHED_CACHE = 4096
 
 
 def _span(ref: StorageRef) -> tuple[int, int]:
@@ -40,6 +44,7 @@ class PoolIndex:
         """Index ``pools`` (again: a rebuilt cache keeps its names, its tensors are new)."""
         self.refs: dict[str, StorageRef] = {n: StorageRef.of(t) for n, t in (pools or {}).items()}
         self.by_ptr: dict[int, dict[str, StorageRef]] = {}
+        self._touched: dict[StorageRef, list[str]] = {}
         for name, ref in self.refs.items():
             self.by_ptr.setdefault(ref.data_ptr, {})[name] = ref
 
@@ -47,12 +52,19 @@ class PoolIndex:
         return bool(self.refs)
 
     def touched(self, t: torch.Tensor) -> list[str]:
-        """Named pools whose bytes the tensor's view overlaps."""
+        """Named pools the tensor's view shares an element with (by strides: ``kv[:, 0]`` touches K, not
+        the interleaved V whose byte span it overlaps). Answers are kept per geometry (a region's inputs
+        repeat from call to call)."""
         same = self.by_ptr.get(t.untyped_storage().data_ptr())
         if not same:
             return []
-        lo, hi = StorageRef.of(t).byte_span()
-        return [n for n, r in same.items() if r.byte_span()[0] < hi and lo < r.byte_span()[1]]
+        ref = StorageRef.of(t)
+        hit = self._touched.get(ref)
+        if hit is None:
+            hit = [n for n, r in same.items() if views_overlap(r.geometry, ref.geometry)]
+            if len(self._touched) < _TOUCHED_CACHE:
+                self._touched[ref] = hit
+        return hit
 
     def match(self, view: StorageRef | None, placeholder: StorageRef) -> str | None:
         """Pool a mutated view belongs to: exact geometry, else smallest containing, else same storage."""
@@ -63,8 +75,9 @@ class PoolIndex:
             for n, r in same.items():
                 if (r.storage_offset, r.shape, r.stride) == (view.storage_offset, view.shape, view.stride):
                     return n
-            vlo, vhi = _span(view)
-            containing = [(n, r) for n, r in same.items() if _span(r)[0] <= vlo and _span(r)[1] >= vhi]
+            # a pool whose span holds the view and that shares its elements: of K and V interleaved in one
+            # storage (``kv[:, 0]`` / ``kv[:, 1]``), both spans hold a block of K, only K shares its elements
+            containing = [(n, r) for n, r in same.items() if contains(r.geometry, view.geometry)]
             if containing:
                 return min(containing, key=lambda nr: _span(nr[1])[1] - _span(nr[1])[0])[0]
             # the written view lies outside every named pool of that storage (an unnamed view of

@@ -32,6 +32,7 @@ from torch._inductor.fx_passes import post_grad as post_grad_module
 from torch._inductor.fx_passes import reinplace as inductor_reinplace
 from torch.fx.passes.graph_transform_observer import GraphTransformObserver
 
+from compile_checks.check.graph.fx_helpers import is_clone
 from compile_checks.check.graph.sites import is_view_scatter
 from compile_checks.explain.refusals.records import Refusal
 from compile_checks.explain.refusals.replay import cloned_args, explain_refusals, reconcile
@@ -257,7 +258,7 @@ def _map_clones(graph: torch.fx.Graph, record: GraphRecord) -> None:
     before = set(record.passes[0].before) if record.passes else set()
     used: set[int] = set()
     for node in graph.nodes:
-        if node.target is not torch.ops.aten.clone.default or node.name in before:
+        if not is_clone(node) or node.name in before:
             continue
         src = node.args[0]
         root = inductor_reinplace._get_view_base(src) if isinstance(src, torch.fx.Node) else None

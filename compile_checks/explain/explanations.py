@@ -17,12 +17,16 @@ import torch
 from compile_checks.check.findings import CloneReport, SurvivingClone
 from compile_checks.explain.culprit_pass import GraphRecord, PostGradRecorder
 from compile_checks.explain.refusals.records import Refusal
-from compile_checks.vocab import CAUSES, Cause
+from compile_checks.vocab import CAUSES, Cause, CopyKind
 
 REORDER_FIX = (
     "keep the commit out of reach of `{pass_}`: `torch.compile(fn, options={{'{pass_}': False}})`, or in vLLM "
     "`CompilationConfig(inductor_compile_config={{'{pass_}': False}})`; or commit before the window gather "
     "(the write-then-read order is clean by construction)"
+)
+POOL_REPLACED_FIX = (
+    "update the pool in place (`self.keys.index_copy_(2, pos, k)`, `cache[:, a:b].copy_(x)`) instead of rebinding "
+    "it to an out-of-place result (`self.keys = self.keys.index_copy(2, pos, k)`)"
 )
 CUSTOM_PASS_FIX = (
     "`{pass_}` moved the read below the write: fix that pass, or switch it off with "
@@ -243,6 +247,16 @@ def explain_clone(
     probe: Any = None,
     pools: Mapping[str, torch.Tensor] | None = None,
 ) -> Explanation:
+    if clone.kind == CopyKind.POOL_REPLACED:
+        return Explanation(
+            cause=Cause.OTHER,
+            reason=(
+                f"pool {clone.pool} is another tensor after each call of region {clone.region}: the region returns "
+                f"an out-of-place update of it ({clone.op}, {clone.arg}) and the program rebinds the pool to it, "
+                f"so the whole pool ({clone.nbytes} bytes) is copied into a new buffer every call"
+            ),
+            fix=POOL_REPLACED_FIX,
+        )
     found = _find([r for r in records if r.region == clone.region], clone)
     if found is None:
         logs = "; ".join(line for r in records if r.region == clone.region for line in r.inductor_log.values())

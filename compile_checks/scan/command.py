@@ -4,7 +4,8 @@ One :class:`~compile_checks.gate.outcome.Outcome` per graph (label ``rank0 [0/0]
 ``pipeline`` ``"trace"``: how the graph was compiled is not the scan's to know), and one per pool
 that ``[tool.compile_checks.scan] pools`` judges; the gate's JSON document, JUnit writer and exit
 codes (:func:`compile_checks.gate.commands.exit_code`) as they are. Exit 2: a PATH that is not
-compile artifacts, or a truncated trace; exit 4: a compile that logged no post-grad graph.
+compile artifacts, a truncated trace, or a ``--pools`` entry that matched no input of any graph;
+exit 4: a compile that logged no post-grad graph.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from compile_checks.scan.artifacts import GraphArtifacts, ScanError
 from compile_checks.scan.config import ScanConfig, load_scan_config
 from compile_checks.scan.copies import GraphScan, scan_graph
 from compile_checks.scan.folders import read_path
-from compile_checks.scan.inputs import PoolMap
+from compile_checks.scan.inputs import PoolMap, check_pools_match
 from compile_checks.verdict import render_copy
 from compile_checks.vocab import ErrorKind, ExitCode
 
@@ -165,6 +166,7 @@ def run_scan(req: ScanRequest) -> ExitCode:
         scans = scan_paths(req.paths, pools)
     except ScanError as e:
         raise UsageError(str(e)) from None
+    check_pools_match(pools, [s.graph for s in scans], config.pools)
     outcomes = [_graph_outcome(s, config) for s in scans] + _pool_outcomes(scans, config)
     notes = [] if pools.names else ["no --pools mapping: copies name graph inputs by their source, not by pool"]
     seconds = time.perf_counter() - t0

@@ -6,12 +6,14 @@ The trace often does: AOT's graph maps each input to a Dynamo input, whose place
 (two inputs with one storage id are views of one allocation). A pool name is never guessed from
 that: it comes from ``--pools pools.toml``, whose ``[pools]`` table maps an input (by post-grad
 name ``arg6_1``, position ``"6"``, Dynamo name ``L_v_pools_0_`` or source ``L['v_pools'][0]``)
-to a pool name.
+to a pool name. An entry that names no input of any scanned graph is a usage error naming it
+(:func:`check_pools_match`): a typo would otherwise leave that pool's copies silently unattributed.
 """
 
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,9 +23,10 @@ from compile_checks.scan.artifacts import GraphArtifacts, InputSource
 
 @dataclass(frozen=True)
 class PoolMap:
-    """Input key (post-grad name, position, Dynamo name or source) -> pool name."""
+    """Input key (post-grad name, position, Dynamo name or source) -> pool name; ``origin`` the file it came from."""
 
     names: dict[str, str]
+    origin: str | None = None
 
     @staticmethod
     def load(path: Path | None) -> PoolMap:
@@ -39,7 +42,7 @@ class PoolMap:
         table = data.get("pools")
         if not isinstance(table, dict) or not all(isinstance(v, str) for v in table.values()):
             raise UsageError(f'--pools {path}: needs a [pools] table of input = "pool name" strings')
-        return PoolMap({str(k): v for k, v in table.items()})
+        return PoolMap({str(k): v for k, v in table.items()}, str(path))
 
     def pool_of(self, placeholder: str, position: int, source: InputSource | None) -> str | None:
         keys = [placeholder, str(position)]
@@ -49,6 +52,53 @@ class PoolMap:
             if key in self.names:
                 return self.names[key]
         return None
+
+
+def input_keys(graph: GraphArtifacts) -> list[str]:
+    """Every key a ``--pools`` entry can name one of the graph's inputs by: post-grad name, position
+    (``"6"``), Dynamo name, source; none for a graph that logged no readable post-grad graph."""
+    from compile_checks.scan.fx_text import GraphTextError, forward_parameters
+
+    if not graph.post_grad:
+        return []
+    try:
+        names = forward_parameters(graph.post_grad)
+    except GraphTextError:
+        return []
+    keys = [*names, *(str(i) for i in range(len(names)))]
+    for src in graph.inputs.values():
+        keys += [src.name] + ([src.source] if src.source else [])
+    return keys
+
+
+def unmatched_entries(pools: PoolMap, graphs: Sequence[GraphArtifacts]) -> list[str]:
+    """The ``--pools`` keys that name no input of any graph (a typo, or a mapping for another program)."""
+    seen = {k for g in graphs for k in input_keys(g)}
+    return [k for k in pools.names if k not in seen]
+
+
+def check_pools_match(pools: PoolMap, graphs: Sequence[GraphArtifacts], judged: Iterable[str]) -> None:
+    """A usage error naming each ``--pools`` entry that matched nothing, and each pool judged on its own
+    (``[tool.compile_checks.scan] pools``) that no entry maps an input to: either would leave a pool's
+    copies silently unattributed (and a per-pool negative control reading "lost its power")."""
+    problems = []
+    for key in unmatched_entries(pools, graphs):
+        problems.append(
+            f"this --pools entry matched nothing: {key!r} = {pools.names[key]!r} names no input of any graph "
+            "(by post-grad name, position, Dynamo name or source)"
+        )
+    mapped = set(pools.names.values())
+    for pool in judged:
+        if pool not in mapped:
+            problems.append(
+                f"pool {pool!r} of [tool.compile_checks.scan] pools is judged on its own, "
+                "but no --pools entry maps an input to it"
+            )
+    if problems:
+        shown = sorted({k for g in graphs for k in input_keys(g) if not k.isdigit()})
+        inputs = ", ".join(shown[:12]) + (", ..." if len(shown) > 12 else "") if shown else "none logged"
+        where = f"--pools {pools.origin}: " if pools.origin else ""
+        raise UsageError(where + "; ".join(problems) + f" (the graphs' inputs: {inputs})")
 
 
 def describe_input(graph: GraphArtifacts, placeholder: str) -> str:
@@ -71,4 +121,4 @@ def storage_sharers(graph: GraphArtifacts, placeholder: str) -> list[str]:
     ]
 
 
-__all__ = ["PoolMap", "describe_input", "storage_sharers"]
+__all__ = ["PoolMap", "check_pools_match", "describe_input", "input_keys", "storage_sharers", "unmatched_entries"]

@@ -18,7 +18,13 @@ from collections.abc import Collection
 import torch
 import torch.fx
 
-from compile_checks.check.graph.fx_helpers import op_name, placeholder_indices, view_chain_root, write_backs
+from compile_checks.check.graph.fx_helpers import (
+    aliased_input,
+    op_name,
+    placeholder_indices,
+    view_chain_root,
+    write_backs,
+)
 from compile_checks.check.graph.geometry import TensorGeometry, geometry_of
 from compile_checks.check.graph.sites import CloneSite, is_view_scatter
 from compile_checks.vocab import CopyKind
@@ -152,7 +158,14 @@ def read_only_through_sub_views(write: torch.fx.Node) -> bool:
 
 
 def _is_write_back_or_chain(user: torch.fx.Node) -> bool:
-    return user.op == "call_function" and (user.target is _aten.copy_.default or is_functional_write(user))
+    """The ``copy_`` epilogue, the next functional write of the chain, or a view of the value that only
+    those read (``copy_(k, permute(select_scatter(permute(k), x, 0, 2)))`` for ``k.t()[2] = x``: Inductor
+    computes the scatter inside the write-back's loop, as when there is no view between them)."""
+    if user.op != "call_function":
+        return False
+    if user.target is _aten.copy_.default or is_functional_write(user):
+        return True
+    return aliased_input(user) is not None and bool(user.users) and all(_is_write_back_or_chain(u) for u in user.users)
 
 
 def _numel(node: torch.fx.Node) -> int | None:

@@ -9,7 +9,10 @@ every time the region runs, plus a copy back into the caller's tensor):
   and the clone's new value is what the ``copy_`` epilogue writes back into the input.
 * ``aten_write_copy`` (:mod:`compile_checks.check.graph.aten_writes`): a plain ATen in-place write
   (``k[slots] = x``) that functionalization made functional (``index_put``) and reinplacing
-  left so: Inductor lowers it as copy-the-whole-input, scatter, copy back.
+  left so: Inductor lowers it as copy-the-whole-input, scatter, copy back. A view scatter through a
+  ``diagonal`` or ``as_strided`` view (``k.diagonal().fill_(1)``) left functional is decomposed by the
+  pass itself into ``aten.clone(k)``, a write into the clone's view and the ``copy_`` back: found by
+  :func:`find_clone_sites` like a functionalization clone, reported with this kind.
 
 The reinplace decision itself (``auto_functionalized*`` meta) is read by
 :mod:`compile_checks.check.graph.functionalized`. Nothing here compiles or runs anything, so
@@ -31,6 +34,7 @@ from compile_checks.check.graph.functionalized import (
 from compile_checks.check.graph.fx_helpers import (
     bound_args,
     flatten_nodes,
+    is_clone,
     mutated_arg_names,
     op_name,
     placeholder_indices,
@@ -38,9 +42,9 @@ from compile_checks.check.graph.fx_helpers import (
     write_backs,
 )
 from compile_checks.check.graph.geometry import TensorGeometry, geometry_of
+from compile_checks.check.graph.rebuilt import find_rebuilt_inputs
 from compile_checks.check.graph.sites import CloneSite, is_view_scatter
-
-_CLONE_TARGETS: tuple[object, ...] = (torch.ops.aten.clone.default,)
+from compile_checks.vocab import CopyKind
 
 
 def clone_source_geometry(clone_input: torch.fx.Node, placeholder: torch.fx.Node) -> tuple[TensorGeometry | None, bool]:
@@ -131,7 +135,7 @@ def find_clone_sites(
         for arg in written:
             for passed in flatten_nodes(bound.get(arg)):
                 clone_node, _ = view_chain_root(passed)
-                if clone_node.op != "call_function" or clone_node.target not in _CLONE_TARGETS:
+                if not is_clone(clone_node):
                     continue
                 if clone_node in old or not clone_node.args or not isinstance(clone_node.args[0], torch.fx.Node):
                     continue
@@ -164,6 +168,11 @@ def find_clone_sites(
                     clone_is_input=clone_input is root,
                     written=tuple(written_back[clone_node]),
                     clone_source=source,
+                    # Inductor's own clone for a view scatter it decomposed into mutations (through a
+                    # ``diagonal`` / ``as_strided`` view): the functional form of a plain ATen write
+                    kind=CopyKind.ATEN_WRITE_COPY
+                    if clone_node.target is torch.ops.aten.clone
+                    else CopyKind.FUNCTIONALIZATION_CLONE,
                 )
     return list(by_clone.values())
 
@@ -182,7 +191,7 @@ def misplaced_write_backs(graph: torch.fx.Graph) -> list[str]:
     out: list[str] = []
     for copy_node, placeholder, src in write_backs(graph):
         clone_node, _ = view_chain_root(src)
-        if clone_node.op != "call_function" or clone_node.target not in _CLONE_TARGETS or not clone_node.args:
+        if not is_clone(clone_node) or not clone_node.args:
             continue
         clone_input = clone_node.args[0]
         if not isinstance(clone_input, torch.fx.Node) or view_chain_root(clone_input)[0] is not placeholder:
@@ -211,9 +220,10 @@ def misplaced_write_backs(graph: torch.fx.Graph) -> list[str]:
 
 
 def find_copy_sites(graph: torch.fx.Graph, preexisting: Iterable[torch.fx.Node] | None = None) -> list[CloneSite]:
-    """Every whole-buffer copy of a mutated input: functionalization clones, then ATen write copies."""
+    """Every whole-buffer copy of a mutated input: functionalization clones, ATen write copies, then inputs
+    rebuilt in a fresh buffer (:mod:`compile_checks.check.graph.rebuilt`, a write through ``unfold``)."""
     clones = find_clone_sites(graph, preexisting)
-    return clones + find_aten_write_copies(graph, {s.clone_node for s in clones})
+    return clones + find_aten_write_copies(graph, {s.clone_node for s in clones}) + find_rebuilt_inputs(graph)
 
 
 __all__ = [

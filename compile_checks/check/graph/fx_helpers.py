@@ -125,6 +125,15 @@ def view_chain_root(node: torch.fx.Node) -> tuple[torch.fx.Node, list[torch.fx.N
     return cur, chain
 
 
+def is_clone(node: torch.fx.Node) -> bool:
+    """An ``aten.clone`` call, by overload (``clone.default``) or by packet: Inductor's mutating
+    decomposition of a view scatter (``_decompose_scatter_mutating``, every scatter through a
+    ``diagonal`` or ``as_strided`` view) inserts ``aten.clone(input)`` with the packet as target."""
+    if node.op != "call_function":
+        return False
+    return node.target is torch.ops.aten.clone or getattr(node.target, "overloadpacket", None) is torch.ops.aten.clone
+
+
 def bound_args(node: torch.fx.Node) -> dict[str, object]:
     """Schema argument name -> value (positional and keyword) of an OpOverload call."""
     schema = node.target._schema  # type: ignore[union-attr]

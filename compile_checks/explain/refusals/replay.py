@@ -67,8 +67,10 @@ def cloned_args(graph: torch.fx.Graph) -> set[tuple[str, tuple[str, ...]]]:
             out |= {(node.name, names) for names, _, key in _candidates(node) if key in decided}
         elif node.target in inductor_reinplace.inplaceable_ops:
             out |= {(node.name, names) for names, _, _ in _candidates(node)}
-        elif _written_back_view_scatter(node):
-            out.add((node.name, ("self",)))  # left functional (a re-inplaced one is a mutating scatter by then)
+        elif _written_back_view_scatter(node) or _scatter_clone_of_input(node) is not None:
+            # left functional (a re-inplaced one is a mutating scatter by then), or decomposed into a clone of
+            # the input written through a view (a scatter through ``diagonal`` / ``as_strided``)
+            out.add((node.name, ("self",)))
     return out
 
 
@@ -123,13 +125,17 @@ def reconcile(
     out: list[Refusal] = []
     nodes = {n.name: n for n in graph_after.nodes}
     for key in sorted(cloned_args(graph_after), key=lambda k: (list(nodes).index(k[0]), k[1])):
-        r = by_key.get(key) or _same_scatter(replayed, nodes[key[0]])
+        r = by_key.get(key) or _same_scatter(replayed, nodes[key[0]]) or _scatter_of_clone(replayed, nodes[key[0]])
         if r is not None:
             out.append(dataclasses.replace(r, node=key[0], inductor_log=log.get(key[0])))
             continue
         node = nodes[key[0]]
         is_hop = node.target in (AF_V1, AF_V2)
-        mutated = node.args[0] if is_view_scatter(node) else next(m for n, m, _ in _candidates(node) if n == key[1])
+        mutated = (
+            node.args[0]
+            if is_view_scatter(node) or _scatter_clone_of_input(node) is not None
+            else next(m for n, m, _ in _candidates(node) if n == key[1])
+        )
         verdict: tuple[Cause, str, list[torch.fx.Node]] = (
             Cause.OTHER,
             "Inductor cloned it, though none of the replayed reinplace rules refuses it",
@@ -177,6 +183,27 @@ def _same_scatter(replayed: list[Refusal], after: torch.fx.Node) -> Refusal | No
         return None
     base = after.args[0].name
     return next((r for r in replayed if r.op == op_label(after.target) and r.base == base), None)
+
+
+def _scatter_clone_of_input(node: torch.fx.Node) -> torch.fx.Node | None:
+    """The graph input under ``aten.clone(input)`` that Inductor's mutating decomposition of a view scatter
+    it left functional made (``_decompose_scatter_mutating``: the packet ``aten.clone`` as target, a traced
+    clone is ``clone.default``), written back by ``copy_(input, clone)``; None for any other node."""
+    if node.op != "call_function" or node.target is not torch.ops.aten.clone or not node.args:
+        return None
+    base = node.args[0]
+    if not isinstance(base, torch.fx.Node) or base.op not in PLACEHOLDERS:
+        return None
+    written_back = any(u.target is torch.ops.aten.copy_.default and u.args[:2] == (base, node) for u in node.users)
+    return base if written_back else None
+
+
+def _scatter_of_clone(replayed: list[Refusal], after: torch.fx.Node) -> Refusal | None:
+    """The replayed refusal of the view scatter on the input that the pass decomposed into clone ``after``."""
+    base = _scatter_clone_of_input(after)
+    if base is None:
+        return None
+    return next((r for r in replayed if r.base == base.name and r.args == ("self",) and "scatter" in r.op), None)
 
 
 def _refusal(
