@@ -62,6 +62,9 @@ class Case(Expectation):
             and fail a pool the compiled run left different (``lost_write``); False for a driver
             that cannot run twice.
         max_recompiles: fail when dynamo recompiled a function more often than this; None: no limit.
+        inductor_cache: also run the case against the Inductor / AOTAutograd caches in this directory
+            (``gate --inductor-cache DIR``, which takes precedence): fail when the artifact they serve
+            copies other bytes than a cold compile (``cache_divergence``); None: the cold verdict only.
     """
 
     name: str
@@ -85,6 +88,7 @@ class Case(Expectation):
     mode: str | None = None
     check_writes: bool = True
     max_recompiles: int | None = None
+    inductor_cache: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:

@@ -88,6 +88,8 @@ def run_planned(planned: PlannedCase, builder: CaseBuilder, dump_root: Path | No
     except Exception as e:
         return failed(ErrorKind.COMPILE, f"the check failed: {_error_line(e)}")
     outcome = outcome_from_result(planned, result)
+    # what a warm cache serves is read after the run, in a process of its own (compile_checks.gate.warm_cache)
+    outcome.inductor_cache = planned.inductor_cache or case.inductor_cache
     if isinstance(floor, str):
         outcome.notes.append(floor)
     elif floor is not None:
