@@ -106,6 +106,9 @@ def test_split_loads_fused_per_torch_version(warm: Path, capsys: pytest.CaptureF
     collided = bool(served) and FUSED_STORAGE_BYTES in copies
     assert collided == expected_collision(torch.__version__), (torch.__version__, served)
     finding = [e for e in split["check_errors"] if e.startswith("cache_divergence:")]
+    # what the scan read of the warm run's trace: the graph came from the caches (their hit records)
+    assert all("aotautograd_cache_hit" in g["served_from"] for g in served)
+    assert all(any(n.startswith("served from the AOTAutograd cache") for n in g["notes"]) for g in served)
     if collided:
         assert code == 1 and not split["passed"]
         assert len(finding) == 1 and str(warm) in finding[0] and f"{FUSED_STORAGE_BYTES} bytes per call" in finding[0]
@@ -130,3 +133,27 @@ def test_empty_cache_dir_is_the_cold_gate(tmp_path: Path, capsys: pytest.Capture
         assert rows[name]["report"]["inductor_cache"]["graphs"] == []
         assert "inductor_cache" not in cold_rows[name]["report"]
     assert _cold(rows["split"]) == (True, [])
+
+
+def test_case_option_and_table_key(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``Case(inductor_cache=DIR)`` and ``[tool.compile_checks] inductor_cache`` reach the run (an empty folder:
+    a note, the cold verdict); a case without either has no ``inductor_cache`` record (the negative control)."""
+    from compile_checks.cli import main
+
+    empty = tmp_path / "own-cache"
+    empty.mkdir()
+    (tmp_path / "cases.py").write_text(
+        f"import sys\nsys.path.insert(0, {str(CASES.parent)!r})\nfrom _warm_cache_cases import split\n\n"
+        f"def own():\n    return split().replace(name='own', inductor_cache={str(empty)!r})\n"
+    )
+    table = tmp_path / "pyproject.toml"
+    table.write_text(f'[tool.compile_checks]\ntargets = ["{CASES}:split"]\ninductor_cache = "own-cache"\n')
+    capsys.readouterr()
+    assert main(["gate", f"{tmp_path / 'cases.py'}:own", f"{CASES}:fused", "--json", "--no-progress"]) == 0
+    own, fused = json.loads(capsys.readouterr().out)["cases"]
+    assert own["inductor_cache"] == str(empty) and own["report"]["inductor_cache"]["graphs"] == []
+    assert any("empty, nothing served" in n for n in own["notes"])
+    assert fused["inductor_cache"] is None and "inductor_cache" not in fused["report"]
+    assert main(["gate", "--config", str(table), "--json", "--no-progress"]) == 0
+    (split,) = json.loads(capsys.readouterr().out)["cases"]
+    assert split["inductor_cache"] == str(empty.resolve())
