@@ -34,6 +34,16 @@ POST_GRAD = """class <lambda>(torch.nn.Module):
     def forward(self, arg0_1: "f32[64, 8][8, 1]cpu", arg1_1: "f32[64, 8][8, 1]cpu"):
         add: "f32[64, 8][8, 1]cpu" = torch.ops.aten.add.Tensor(arg0_1, arg1_1);  arg0_1 = arg1_1 = None
         return (add,)"""
+# what torch 2.14 logged for the split layout served the fused layout's artifact (the cache's post-grad graph)
+SERVED_FUSED = """class <lambda>(torch.nn.Module):
+    def forward(self, arg0_1: "f32[64, 2, 64][128, 64, 1]cpu", arg1_1: "f32[64, 2, 64][128, 64, 1]cpu", arg2_1: "f32[4, 2, 64][128, 64, 1]cpu", arg3_1: "f32[4, 2, 64][128, 64, 1]cpu", arg4_1: "i64[4][1]cpu"):
+        as_strided_default: "f32[16384][1]cpu" = torch.ops.aten.as_strided.default(arg1_1, [16384], [1], 0)
+        clone_default: "f32[16384][1]cpu" = torch.ops.aten.clone.default(as_strided_default);  as_strided_default = None
+        as_strided_default_1: "f32[64, 2, 64][128, 64, 1]cpu" = torch.ops.aten.as_strided.default(clone_default, [64, 2, 64], [128, 64, 1], 8192);  clone_default = None
+        paged_write_default = torch.ops.ar_paging.paged_write.default(arg0_1, as_strided_default_1, arg2_1, arg3_1, arg4_1);  arg2_1 = arg3_1 = arg4_1 = paged_write_default = None
+        copy_: "f32[64, 2, 64][128, 64, 1]cpu" = torch.ops.aten.copy_.default(arg0_1, arg0_1);  arg0_1 = copy_ = None
+        copy__1: "f32[64, 2, 64][128, 64, 1]cpu" = torch.ops.aten.copy_.default(arg1_1, as_strided_default_1);  arg1_1 = as_strided_default_1 = copy__1 = None
+        return ()"""
 CALL = """def call(args):
     arg0_1, arg1_1 = args
     buf0 = empty_strided_cpu((64, 8), (8, 1), torch.float32)
@@ -66,7 +76,9 @@ def _record(meta: dict[str, object], payload: str | None = None) -> str:
     return line + ("".join(f"\n\t{p}" for p in payload.split("\n")) if payload is not None else "")
 
 
-def _trace(tmp_path: Path, *, storages: tuple[int, int], harness: str, served: tuple[str, ...]) -> Path:
+def _trace(
+    tmp_path: Path, *, storages: tuple[int, int], harness: str, served: tuple[str, ...], post_grad: str = POST_GRAD
+) -> Path:
     records = []
     for tid, (source, storage) in enumerate(zip(("L['k']", "L['v']"), storages, strict=True)):
         records.append(_record({"describe_tensor": {"id": tid, "storage": storage, "size": [64, 8]}, **IDS}))
@@ -74,7 +86,7 @@ def _trace(tmp_path: Path, *, storages: tuple[int, int], harness: str, served: t
     records += [
         _record({"dynamo_output_graph": {}, **IDS}, DYNAMO),
         _record({"aot_inference_graph": {}, **IDS}, AOT),
-        _record({"inductor_post_grad_graph": {}, **IDS}, POST_GRAD),
+        _record({"inductor_post_grad_graph": {}, **IDS}, post_grad),
         _record({"inductor_output_code": {"filename": "c.py"}, **IDS}, CALL + harness),
     ]
     records += [_record({"artifact": {"name": name, "encoding": "json"}, **IDS}, "{}") for name in served]
@@ -84,9 +96,9 @@ def _trace(tmp_path: Path, *, storages: tuple[int, int], harness: str, served: t
     return d
 
 
-def _scan(trace: Path, capsys) -> dict[str, object]:  # type: ignore[no-untyped-def]
+def _scan(trace: Path, capsys, code: ExitCode = ExitCode.CLEAN) -> dict[str, object]:  # type: ignore[no-untyped-def]
     capsys.readouterr()
-    assert main(["scan", str(trace), "--json"]) == ExitCode.CLEAN
+    assert main(["scan", str(trace), "--json", "--import", "ar_paging"]) == code
     (case,) = json.loads(capsys.readouterr().out)["cases"]
     return case  # type: ignore[no-any-return]
 
@@ -119,6 +131,22 @@ def test_matching_aliasing_and_cold_compiles_say_nothing(tmp_path, capsys):
     assert same["report"]["served_from"] and not any("cache_origin" in n for n in same["notes"])
     cold = _scan(_trace(tmp_path / "b", storages=(0, 1), harness=HARNESS_SHARED, served=()), capsys)
     assert cold["report"]["served_from"] == [] and not any("served from" in n for n in cold["notes"])
+
+
+def test_served_copy_is_explained_by_the_cache(tmp_path, capsys):
+    """The copy a served artifact makes is explained by where it came from, with the cache's fix; the same graph
+    compiled in the traced process (no hit records: the negative control) keeps the graph's own explanation."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    kw = {"storages": (0, 1), "harness": HARNESS_SHARED, "post_grad": SERVED_FUSED}
+    served = _scan(_trace(tmp_path / "a", served=HITS, **kw), capsys, ExitCode.NOT_MET)
+    (copy,) = served["clones"]
+    assert copy["nbytes"] == 65536 and "served from a compile cache" in copy["explanation"]
+    assert "TORCHINDUCTOR_CACHE_DIR" in copy["explanation"]
+    cold = _scan(_trace(tmp_path / "b", served=(), **kw), capsys, ExitCode.NOT_MET)
+    (copy,) = cold["clones"]
+    assert copy["nbytes"] == 65536 and "compile cache" not in copy["explanation"]
+    assert "the whole storage it is a view of" in copy["explanation"]
 
 
 def test_harness_storages_reads_get_args():

@@ -23,6 +23,10 @@ from compile_checks.scan.artifacts import GraphArtifacts
 from compile_checks.scan.inputs import describe_input
 from compile_checks.vocab import CacheServed
 
+CACHE_FIX = (
+    "clear that cache (or give each allocation layout its own TORCHINDUCTOR_CACHE_DIR) and check it with "
+    "`compile-checks gate --inductor-cache DIR`"
+)
 SERVED_BY: dict[str, str] = {CacheServed.AOTAUTOGRAD: "AOTAutograd cache", CacheServed.FX_GRAPH: "FX graph cache"}
 _HARNESS = re.compile(r"^def get_args\(\):\n((?:[ \t]+.*\n?|\n)*)", re.M)
 _VIEW_OF_SHARED = re.compile(r"^\s*(\w+) = torch\.as_strided\((_shared_storage_\d+),", re.M)
@@ -89,4 +93,4 @@ def origin_notes(art: GraphArtifacts) -> list[str]:
     return notes + [f"cache_origin: {m}" for m in alias_mismatches(art)]
 
 
-__all__ = ["SERVED_BY", "alias_mismatches", "harness_storages", "origin_notes"]
+__all__ = ["CACHE_FIX", "SERVED_BY", "alias_mismatches", "harness_storages", "origin_notes"]
