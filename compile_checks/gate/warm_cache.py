@@ -63,7 +63,8 @@ def divergence(cold: Sequence[Mapping[str, Any]], warm: Mapping[str, Any], cache
     parts = []
     if extra:
         what = "; ".join(
-            f"{g['label']}: {c['op']} {c['arg']} of {c['input']} ({c['nbytes']} bytes)"
+            f"{g['label']}: {c['op']} {c['arg']} of {c['input']} into a {c.get('shape', '?')} {c.get('dtype', '')} "
+            f"buffer ({c['nbytes']} bytes)"
             for g in graphs
             for c in g["copies"]
             if isinstance(c["nbytes"], int) and c["nbytes"] in extra

@@ -128,7 +128,7 @@ def warm_run(planned: Any, trace_dir: Path, builder: Any) -> dict[str, Any]:
             {
                 "label": art.label,
                 "served_from": list(art.served_from),
-                "copies": [{k: c[k] for k in ("nbytes", "input", "op", "arg")} for c in s.copies],
+                "copies": [{k: c[k] for k in ("nbytes", "input", "op", "arg", "shape", "dtype")} for c in s.copies],
                 "notes": s.notes,
                 "error": s.error,
             }
