@@ -92,14 +92,21 @@ def warm(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
+def _listing(folder: Path) -> list[tuple[str, int, int]]:
+    return sorted((str(p.relative_to(folder)), p.stat().st_size, p.stat().st_mtime_ns) for p in folder.rglob("*"))
+
+
 def _cold(row: dict[str, Any]) -> tuple[Any, ...]:
     return row["clean"], sorted((c["arg"], c["nbytes"]) for c in row["clones"])
 
 
 def test_split_loads_fused_per_torch_version(warm: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The observed behaviour of this torch matches its row; with a collision the gate fails naming the
-    cache and the bytes, and the fused case (served its own artifact) passes: a hit alone is no finding."""
+    cache and the bytes, and the fused case (served its own artifact) passes: a hit alone is no finding.
+    The cache folder is read, never written."""
+    before = _listing(warm)
     code, rows = gate(capsys, "--inductor-cache", str(warm))
+    assert _listing(warm) == before, "the run against the cache wrote into it"
     split, fused = rows["split"], rows["fused"]
     served = split["report"]["inductor_cache"]["graphs"]
     copies = [c["nbytes"] for g in served for c in g["copies"]]

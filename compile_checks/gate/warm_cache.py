@@ -87,9 +87,8 @@ def run_warm(cases: Sequence[PlannedCase], cache_dir: Path) -> list[dict[str, An
     with tempfile.TemporaryDirectory(prefix="compile-checks-warm-") as tmp:
         folder = Path(tmp)
         (folder / "planned.pickle").write_bytes(pickle.dumps(list(cases)))
-        env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache_dir)}
-        env.pop("TORCH_TRACE", None)  # the run's own trace goes to the folder below
-        args = [str(folder / "planned.pickle"), str(folder / "out.json"), str(folder / "trace")]
+        env = {k: v for k, v in os.environ.items() if k != "TORCH_TRACE"}  # its own trace goes to the folder below
+        args = [str(folder / "planned.pickle"), str(folder / "out.json"), str(folder / "trace"), str(cache_dir)]
         done = subprocess.run(
             [sys.executable, "-m", WARM_RUN_MODULE, *args],
             env=env,

@@ -1,7 +1,8 @@
 """One planned case against a warm Inductor cache, traced and scanned: what production loads.
 
-``python -m compile_checks.scan.warm_run PLANNED OUT TRACE_DIR`` (``gate --inductor-cache DIR`` runs it
-in a process of its own, with ``TORCHINDUCTOR_CACHE_DIR=DIR``, so the gate's cold verdicts are untouched).
+``python -m compile_checks.scan.warm_run PLANNED OUT TRACE_DIR DIR`` (``gate --inductor-cache DIR`` runs
+it in a process of its own, which sets ``TORCHINDUCTOR_CACHE_DIR=DIR``: the gate's cold verdicts stay
+untouched).
 ``PLANNED`` is a pickled list of :class:`~compile_checks.gate.plan.PlannedCase`, rebuilt as a ``--jobs``
 worker rebuilds them (one process per cache folder pays one torch import). Each case is compiled the way
 :mod:`compile_checks.case.floor` compiles it (Inductor's ``compile_fx`` with the pipeline's settings and
@@ -10,9 +11,11 @@ scan (:func:`~compile_checks.scan.trace.read_trace_files`, :func:`~compile_check
 each graph the caches served, its copies (the post-grad graph it loaded, settled by the generated code it
 loaded) and its origin notes. ``OUT`` gets the JSON: one result per case.
 
-The user's cache is read, never written: a compile the caches do not serve stops before codegen
-(Inductor's ``fx_codegen_and_compile``) and runs eagerly instead (nothing to compare: a cold compile
-is the gate's own verdict), and the AOTAutograd cache's and Dynamo's profile saves are no-ops.
+The user's cache is read, never written: Inductor's CPU-ISA probe (g++ builds it keeps in the cache
+folder) runs first, in the folder the process started with, before ``DIR`` is set; a compile the caches
+do not serve stops before codegen (Inductor's ``fx_codegen_and_compile``) and runs eagerly instead
+(nothing to compare: a cold compile is the gate's own verdict); the AOTAutograd cache's and Dynamo's
+profile saves are no-ops.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import pickle
 import sys
 import time
@@ -53,12 +57,19 @@ def _traced(trace_dir: Path) -> Iterator[None]:
 
 @contextlib.contextmanager
 def _served_only(patches: dict[str, Any], missed: list[str]) -> Iterator[Callable[..., Any]]:
-    """A dynamo backend: ``compile_fx`` with caches on, that compiles nothing the caches do not serve."""
+    """A dynamo backend: ``compile_fx`` with caches on, that compiles nothing the caches do not serve.
+
+    Raises RuntimeError when this torch has no ``fx_codegen_and_compile`` to stop (the run would compile,
+    and write the user's cache); the saves that torch may lack are simply not there to turn off.
+    """
     import torch
     import torch._inductor.config as inductor_config
-    from torch._dynamo import pgo
+    from torch._dynamo import convert_frame, pgo
     from torch._functorch._aot_autograd import autograd_cache
     from torch._inductor import compile_fx as compile_fx_module
+
+    if not hasattr(compile_fx_module, "fx_codegen_and_compile"):
+        raise RuntimeError("this torch has no torch._inductor.compile_fx.fx_codegen_and_compile to stop at")
 
     def not_served(*_args: Any, **_kwargs: Any) -> Any:
         raise _NotServed
@@ -70,14 +81,22 @@ def _served_only(patches: dict[str, Any], missed: list[str]) -> Iterator[Callabl
             missed.append(gm.__class__.__name__)
             return gm.forward
 
+    def nothing(*_args: Any, **_kwargs: Any) -> None:
+        return None
+
+    saves = [
+        (getattr(autograd_cache, "AOTAutogradCache", None), "save", staticmethod(nothing)),
+        (pgo, "put_code_state", nothing),
+        (convert_frame, "put_code_state", nothing),  # imported by name there
+    ]
     torch._dynamo.reset()
     try:
-        with (
-            inductor_config.patch({**patches, "force_disable_caches": False}),
-            mock.patch.object(compile_fx_module, "fx_codegen_and_compile", not_served),
-            mock.patch.object(autograd_cache.AOTAutogradCache, "save", staticmethod(lambda *a, **k: None)),
-            mock.patch.object(pgo, "put_code_state", lambda: None),
-        ):
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(inductor_config.patch({**patches, "force_disable_caches": False}))
+            stack.enter_context(mock.patch.object(compile_fx_module, "fx_codegen_and_compile", not_served))
+            for owner, name, value in saves:
+                if owner is not None and hasattr(owner, name):
+                    stack.enter_context(mock.patch.object(owner, name, value))
             yield backend
     finally:
         torch._dynamo.reset()
@@ -141,6 +160,10 @@ def main(argv: list[str]) -> int:
 
     prepare_process_for_vllm()  # before a case can import vLLM, as the gate's CLI does
     from compile_checks.gate.one_case import CaseBuilder
+    from compile_checks.pipelines import probe_cpu_isa
+
+    probe_cpu_isa()  # kept by this process: never built into DIR (four g++ builds there otherwise)
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = argv[3]
 
     cases = pickle.loads(Path(argv[0]).read_bytes())  # written by the gate (compile_checks.gate.warm_cache)
     builder = CaseBuilder()
