@@ -108,9 +108,11 @@ def check_warm_caches(cases: Sequence[PlannedCase], outcomes: Sequence[Outcome])
     """Every outcome with an ``inductor_cache`` (and a cold verdict) run against it: one process per folder;
     what was served goes in ``report["inductor_cache"]``, a divergence in a ``cache_divergence`` finding."""
     by_dir: dict[str, list[int]] = {}
-    for i, o in enumerate(outcomes):
+    for i, (planned, o) in enumerate(zip(cases, outcomes, strict=True)):
         if o.inductor_cache is not None and o.error is None and o.clean is not None:
             by_dir.setdefault(o.inductor_cache, []).append(i)
+        elif planned.inductor_cache is not None and o.error is None:  # a ranked case: its ranks run elsewhere
+            o.notes.append(f"--inductor-cache {planned.inductor_cache}: not run against the cache (a ranked case)")
     for cache_dir, indices in by_dir.items():
         folder = Path(cache_dir)
         if not folder.is_dir() or not any(folder.iterdir()):
