@@ -1,7 +1,8 @@
 """The warm-cache reproducer as gate targets: one step, ``paged_write(k, v, ...)`` then window reads.
 
 ``fused``: K and V are ``kv[0]`` / ``kv[1]`` of one ``(2, ...)`` allocation (a negative control: cold, Inductor
-clones the shared storage); ``split``: two allocations (the fix; cold, clean). Small: 64 slots x 2 heads x 64.
+clones the shared storage); ``split``: two allocations (the fix; cold, clean); ``other``: split with half the
+slots (another graph: no cache warmed by the other two serves it). Small: 64 slots x 2 heads x 64.
 """
 
 from __future__ import annotations
@@ -21,12 +22,12 @@ def step(
     return (k[win] * v[win]).sum(-1)
 
 
-def _case(name: str, fused_kv: bool) -> Case:
+def _case(name: str, fused_kv: bool, slots: int = SLOTS) -> Case:
     if fused_kv:
-        kv = torch.zeros(2, SLOTS, HEADS, HEAD_DIM)
+        kv = torch.zeros(2, slots, HEADS, HEAD_DIM)
         k, v = kv[0], kv[1]
     else:
-        k, v = torch.zeros(SLOTS, HEADS, HEAD_DIM), torch.zeros(SLOTS, HEADS, HEAD_DIM)
+        k, v = torch.zeros(slots, HEADS, HEAD_DIM), torch.zeros(slots, HEADS, HEAD_DIM)
     g = torch.Generator().manual_seed(0)
     new = torch.randn(2, 4, HEADS, HEAD_DIM, generator=g)
     args = (k, v, new[0], new[1], torch.tensor([3, 5, 7, 9]), torch.tensor([3, 5, 7, 9, 11]))
@@ -39,3 +40,7 @@ def split() -> Case:
 
 def fused() -> Case:
     return _case("fused", fused_kv=True)
+
+
+def other() -> Case:
+    return _case("other", fused_kv=False, slots=SLOTS // 2)

@@ -75,11 +75,13 @@ def warm_fused(folder: Path) -> None:
         torch._dynamo.reset()
 
 
-def gate(capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, dict[str, dict[str, Any]]]:
+def gate(
+    capsys: pytest.CaptureFixture[str], *extra: str, cases: tuple[str, ...] = ("split", "fused")
+) -> tuple[int, dict[str, dict[str, Any]]]:
     from compile_checks.cli import main
 
     capsys.readouterr()
-    code = main(["gate", f"{CASES}:split", f"{CASES}:fused", "--json", "--no-progress", *extra])
+    code = main(["gate", *(f"{CASES}:{c}" for c in cases), "--json", "--no-progress", *extra])
     doc = json.loads(capsys.readouterr().out)
     return code, {r["label"]: r for r in doc["cases"]}
 
@@ -102,12 +104,15 @@ def _cold(row: dict[str, Any]) -> tuple[Any, ...]:
 
 def test_split_loads_fused_per_torch_version(warm: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The observed behaviour of this torch matches its row; with a collision the gate fails naming the
-    cache and the bytes, and the fused case (served its own artifact) passes: a hit alone is no finding.
-    The cache folder is read, never written."""
+    cache and the bytes, and the fused case (served its own artifact) passes: a hit alone is no finding;
+    a graph the cache does not hold is neither served nor compiled. The cache folder is never written."""
     before = _listing(warm)
-    code, rows = gate(capsys, "--inductor-cache", str(warm))
-    assert _listing(warm) == before, "the run against the cache wrote into it"
-    split, fused = rows["split"], rows["fused"]
+    code, rows = gate(capsys, "--inductor-cache", str(warm), cases=("split", "fused", "other"))
+    assert _listing(warm) == before, "the run against the cache wrote into it (or compiled what it did not serve)"
+    split, fused, other = rows["split"], rows["fused"], rows["other"]
+    # another graph: not served, not compiled, no finding (the cold verdict alone)
+    assert other["report"]["inductor_cache"]["graphs"] == [] and other["report"]["inductor_cache"]["missed"] == 1
+    assert other["passed"] and not other["check_errors"]
     served = split["report"]["inductor_cache"]["graphs"]
     copies = [c["nbytes"] for g in served for c in g["copies"]]
     collided = bool(served) and FUSED_STORAGE_BYTES in copies
