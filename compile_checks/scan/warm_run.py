@@ -136,8 +136,14 @@ def warm_run(planned: Any, trace_dir: Path, builder: Any) -> dict[str, Any]:
         "enable_auto_functionalized_v2": settings.functionalization == "v2",
     }
     missed: list[str] = []
+    from torch._dynamo.utils import counters
+
+    counters.clear()
     with _traced(trace_dir), _served_only(patches, missed) as backend:
         _run(case, backend)
+    # torch's own hit/miss counts: beside the trace's records, so a torch that logs hits otherwise shows
+    hits = {f"{group}.{name}": n for group in ("aot_autograd", "inductor") for name, n in counters[group].items()}
+    hits = {k: v for k, v in hits.items() if "cache" in k}
     graphs = []
     for i, art in enumerate(read_trace_files(sorted(trace_dir.glob(TRACE_PREFIX + "*")))):
         if not art.served_from:
@@ -152,7 +158,7 @@ def warm_run(planned: Any, trace_dir: Path, builder: Any) -> dict[str, Any]:
                 "error": s.error,
             }
         )
-    return {"graphs": graphs, "missed": len(missed), "seconds": round(time.perf_counter() - t0, 2)}
+    return {"graphs": graphs, "missed": len(missed), "counters": hits, "seconds": round(time.perf_counter() - t0, 2)}
 
 
 def main(argv: list[str]) -> int:
