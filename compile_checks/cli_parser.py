@@ -51,9 +51,25 @@ RUN_OPTIONS: list[Option] = [
         help="balance --shard by each case's wall seconds in an earlier gate/merge --json output",
     ),
     _o("--verbose", "-v", **_FLAG, help="every copy with its own explanation (default: one per group alike)"),
+    _o(
+        "--inductor-cache",
+        metavar="DIR",
+        help="also run each case against the Inductor/AOTAutograd caches in DIR (read, never written) and fail "
+        "(cache_divergence) when the artifact they serve copies other bytes than a cold compile",
+    ),
 ]
 _APPENDS = {"scenario", "pipeline"}
-NOT_FOR_LIST = {"full", "analysis_only", "junitxml", "dump_dir", "jobs", "timings", "floor", "verbose"}
+NOT_FOR_LIST = {
+    "full",
+    "analysis_only",
+    "junitxml",
+    "dump_dir",
+    "jobs",
+    "timings",
+    "floor",
+    "verbose",
+    "inductor_cache",
+}
 
 # the report's options (after ``report`` only); dest = "report_" + the ReportRequest field
 _REPORT_OPTIONS: list[Option] = [

@@ -214,3 +214,20 @@ class RankStart(StrEnum):
 
 
 __all__ += ["RankStart"]
+
+
+class CacheProblem(StrEnum):
+    """What a run against a warm Inductor cache found (``gate --inductor-cache``: compile_checks.gate.warm_cache)."""
+
+    # the artifact the cache served copies other bytes per call than a cold compile of the same case
+    CACHE_DIVERGENCE = "cache_divergence"
+
+
+class CacheServed(StrEnum):
+    """Which of torch's compile caches served a logged graph: the TORCH_TRACE artifact each hit logs."""
+
+    AOTAUTOGRAD = "aotautograd_cache_hit"  # torch/_functorch/_aot_autograd/autograd_cache.py
+    FX_GRAPH = "fx_graph_cache_hit"  # torch/_inductor/codecache.py (also logged under an AOTAutograd hit)
+
+
+__all__ += ["CacheProblem", "CacheServed"]

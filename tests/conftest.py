@@ -125,6 +125,7 @@ LONGEST_FIRST = (
     "tests/test_robust_dumps.py::test_every_cli_dump_path_keeps_the_verdict[dump]",
     "tests/test_ranks_launch.py",  # its hang case (12 s, mostly asleep) runs in the background of the module
     "tests/test_ranks_collectives.py",
+    "tests/test_warm_cache.py",  # a full compile into a cache folder, then the gate's run against it in a subprocess
     "tests/test_scenarios_generated_code.py",
     "tests/test_compile_checks_cli.py::test_list_into_a_closed_pipe_exits_0",
     "tests/test_chunk_window.py::test_registration_in_a_fresh_process",

@@ -7,6 +7,7 @@ cheap and torch-free (see the package docstring for the invariant a case keeps).
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -67,6 +68,9 @@ class Case(Expectation):
             run: puts back the state the check cannot (the write check restores every tensor the eager run
             writes, never Python-side state such as an ``int`` position counter or a lazily-built cache).
             None: nothing to put back.
+        inductor_cache: also run the case against the Inductor / AOTAutograd caches in this directory
+            (``gate --inductor-cache DIR``, which takes precedence): fail when the artifact they serve
+            copies other bytes than a cold compile (``cache_divergence``); None: the cold verdict only.
     """
 
     name: str
@@ -91,6 +95,7 @@ class Case(Expectation):
     check_writes: bool = True
     max_recompiles: int | None = None
     reset: Callable[[], Any] | None = None
+    inductor_cache: str | os.PathLike[str] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -124,6 +129,10 @@ class Case(Expectation):
         expect, pipeline = normalized_expectation(self.name, self.expect_clean, self.pipeline)
         object.__setattr__(self, "expect_clean", expect)
         object.__setattr__(self, "pipeline", pipeline)
+        if self.inductor_cache is not None:
+            if not isinstance(self.inductor_cache, (str, os.PathLike)):
+                raise ValueError(f"Case {self.name!r}: inductor_cache must be a directory path or None")
+            object.__setattr__(self, "inductor_cache", os.fspath(self.inductor_cache))
         if self.max_recompiles is not None and (not isinstance(self.max_recompiles, int) or self.max_recompiles < 0):
             raise ValueError(
                 f"Case {self.name!r}: max_recompiles must be an int >= 0 or None, got {self.max_recompiles!r}"

@@ -27,6 +27,7 @@ from compile_checks.gate.runner import AUTO_JOBS_MIN_CASES, Workers, auto_jobs, 
 from compile_checks.gate.shard import Shard, shard_plan
 from compile_checks.gate.targets import TargetError
 from compile_checks.gate.timing import import_torch_comparison, import_torch_seconds, process_seconds, progress_callback
+from compile_checks.gate.warm_cache import check_warm_caches
 from compile_checks.pipelines.vllm_env import prepare_process_for_vllm
 from compile_checks.vocab import ErrorKind, ExitCode, Mode
 
@@ -152,6 +153,9 @@ def _run_gate(
     gate_plan, shard = sharded(args, gate_plan)
     if getattr(args, "floor", None):
         gate_plan.cases = [dataclasses.replace(c, floor=True) for c in gate_plan.cases]
+    cache = getattr(args, "inductor_cache", None) or (config.inductor_cache if config else None)
+    if cache is not None:
+        gate_plan.cases = [dataclasses.replace(c, inductor_cache=str(Path(cache).resolve())) for c in gate_plan.cases]
     junit = Path(args.junitxml) if args.junitxml else (config.junitxml if config else None)
     dump_root: Path | None
     if command == "dump":
@@ -169,6 +173,7 @@ def _run_gate(
         outcomes = run_plan(gate_plan, dump_root=dump_root, jobs=jobs, on_done=on_done, workers=workers)
     finally:
         close()
+    check_warm_caches(gate_plan.cases, outcomes)  # --inductor-cache: what a warm cache serves (after the cold run)
     seconds = time.perf_counter() - t0
     code = exit_code(outcomes)
     if junit is not None:

@@ -23,6 +23,10 @@ KNOWN_KEYS: dict[str, tuple[type, str]] = {
     "full": (bool, "compile every case fully (default: analysis-only verdicts)"),
     "junitxml": (str, "write a JUnit XML report here"),
     "dump_dir": (str, "write depyf dumps + index.md per case under this directory"),
+    "inductor_cache": (
+        str,
+        "also run every case against the Inductor caches in this directory (gate --inductor-cache)",
+    ),
     "scan": (dict, "[tool.compile_checks.scan]: what `compile-checks scan` expects (compile_checks.scan.config)"),
 }
 
@@ -41,6 +45,7 @@ class GateConfig:
     full: bool = False
     junitxml: Path | None = None
     dump_dir: Path | None = None
+    inductor_cache: Path | None = None
 
     @property
     def base_dir(self) -> Path:
@@ -98,6 +103,7 @@ def load_config(pyproject: str | Path) -> GateConfig | None:
         full=bool(table.get("full", False)),
         junitxml=_path("junitxml"),
         dump_dir=_path("dump_dir"),
+        inductor_cache=_path("inductor_cache"),
     )
 
 

@@ -7,6 +7,7 @@ and in its ``--jobs`` workers.
 from __future__ import annotations
 
 import gc
+import os
 import re
 import time
 from collections.abc import Sequence
@@ -88,6 +89,9 @@ def run_planned(planned: PlannedCase, builder: CaseBuilder, dump_root: Path | No
     except Exception as e:
         return failed(ErrorKind.COMPILE, f"the check failed: {_error_line(e)}")
     outcome = outcome_from_result(planned, result)
+    # what a warm cache serves is read after the run, in a process of its own (compile_checks.gate.warm_cache)
+    own_cache = None if case.inductor_cache is None else os.fspath(case.inductor_cache)
+    outcome.inductor_cache = planned.inductor_cache or own_cache
     if isinstance(floor, str):
         outcome.notes.append(floor)
     elif floor is not None:

@@ -50,6 +50,9 @@ class Outcome:
     # stopped after the post-grad passes: compile_checks.case.floor), one run each
     check_region_seconds: list[float] = field(default_factory=list)
     floor_region_seconds: list[float] = field(default_factory=list)
+    # the Inductor cache folder this case is also run against (``--inductor-cache``, ``Case.inductor_cache``):
+    # compile_checks.gate.warm_cache fills ``report["inductor_cache"]`` after the run
+    inductor_cache: str | None = None
 
     @property
     def verdict_met(self) -> bool:

@@ -43,6 +43,8 @@ class PlannedCase:
     # the case's own pipeline when the gate's pipelines re-ran its single bool expectation under another
     retargeted_from: Pipeline | None = None
     floor: bool = False  # ``--floor``: also compile it the floor way, per region beside the check
+    # ``--inductor-cache DIR``: also run it against the caches in DIR (compile_checks.gate.warm_cache)
+    inductor_cache: str | None = None
 
     @property
     def group(self) -> str:

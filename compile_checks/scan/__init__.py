@@ -12,5 +12,7 @@ graph, confirmed against the logged output code.
 * :mod:`.fx_text`: a ``print_readable`` graph back into an ``fx.Graph``;
 * :mod:`.inputs`: which caller tensor each graph input is (sources, shared storage, ``--pools``);
 * :mod:`.copies`: the surviving copies of one graph, with what the graph alone explains;
+* :mod:`.cache_origin`: whether a compile cache served the graph, and for which input aliasing;
+* :mod:`.warm_run`: one case run against a warm Inductor cache, traced and scanned (``gate --inductor-cache``);
 * :mod:`.config` / :mod:`.command`: expectations, and the command (table, JSON, JUnit, exit code).
 """

@@ -49,6 +49,8 @@ class GraphArtifacts:
     inputs: dict[str, InputSource] = field(default_factory=dict)  # post-grad placeholder -> its source
     notes: list[str] = field(default_factory=list)
     scope: str = ""  # the PATH it came from, when a scan reads several
+    # the caches that served this compile (compile_checks.vocab.CacheServed values); empty: compiled here
+    served_from: tuple[str, ...] = ()
 
     @property
     def label(self) -> str:

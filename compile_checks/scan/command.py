@@ -73,7 +73,13 @@ def _graph_outcome(s: GraphScan, config: ScanConfig) -> Outcome:
         other_clones=judged_by_pool,
         wall_seconds=s.seconds,
         notes=list(s.notes),
-        report={"compile_id": art.compile_id, "rank": art.rank, "graph_index": art.index, "origin": art.origin},
+        report={
+            "compile_id": art.compile_id,
+            "rank": art.rank,
+            "graph_index": art.index,
+            "origin": art.origin,
+            "served_from": list(art.served_from),
+        },
     )
     if s.error:
         out.error, out.error_kind = s.error, ErrorKind.COMPILE
@@ -126,7 +132,7 @@ def print_scan(outcomes: Sequence[Outcome], code: int, seconds: float, notes: Se
         origin = o.report.get("origin", "")
         t.add_row(
             escape(o.label),
-            escape(Path(origin).name if origin else "-"),
+            escape((Path(origin).name if origin else "-") + (" (cache)" if o.report.get("served_from") else "")),
             _verdict(o),
             "clean" if o.expect_clean else "copies",
             "[green]pass[/green]" if o.passed else "[red]FAIL[/red]",

@@ -26,6 +26,7 @@ from compile_checks.check.graph.sites import CloneSite, is_view_scatter
 from compile_checks.explain.explanations import FIXES
 from compile_checks.explain.user_source import short_path, user_frames
 from compile_checks.scan.artifacts import GraphArtifacts
+from compile_checks.scan.cache_origin import CACHE_FIX, alias_mismatches
 from compile_checks.scan.fx_text import GraphTextError, UnknownOp, parse_graph, symbolic_nbytes
 from compile_checks.scan.inputs import PoolMap, describe_input, storage_sharers
 from compile_checks.vocab import Cause, CopyKind
@@ -115,6 +116,12 @@ def _explain(
     name = describe_input(art, site.placeholder)
     sharers = storage_sharers(art, site.placeholder)
     reader = _later_read(graph, placeholder, writer)
+    mismatch = alias_mismatches(art) if art.served_from else []
+    if mismatch and (sharers or site.clones_whole_input):  # the copy is the layout the artifact was compiled for
+        return (
+            f"{Cause.SHARED_STORAGE}: the graph was served from a compile cache and {mismatch[0]}: the clone of "
+            f"`{name}` ({nbytes} bytes) is that compile's, not this run's layout; fix: {CACHE_FIX}"
+        )
     if sharers:
         cause, detail = (
             Cause.SHARED_STORAGE,

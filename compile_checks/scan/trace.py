@@ -14,7 +14,9 @@ a shorter (cleaner) list of graphs. The events read:
 * ``artifact`` ``inductor_post_grad_graph``: the graph Inductor lowers, logged after every post-grad
   pass (reinplacing, ``decompose_auto_functionalized``), by ``compile_fx`` (torch/_inductor/compile_fx.py);
   on an FX graph cache hit the same text is its own ``inductor_post_grad_graph`` event (codecache.py);
-* ``inductor_output_code``: the generated wrapper code (torch/_inductor/graph.py).
+* ``inductor_output_code``: the generated wrapper code (torch/_inductor/graph.py);
+* ``artifact`` ``aotautograd_cache_hit`` / ``fx_graph_cache_hit``: the compile was served from a cache
+  (:mod:`compile_checks.scan.cache_origin` says so, and whether the artifact's aliasing is the inputs').
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from compile_checks.scan.artifacts import GraphArtifacts, InputSource, TruncatedTraceError, UnknownFormatError
+from compile_checks.scan.cache_origin import SERVED_BY, origin_notes
 from compile_checks.scan.fx_text import GraphTextError, forward_parameters
 
 # ``[rank0]:V1203 19:28:16.034000 6297 torch/_dynamo/output_graph.py:2942] {...}``
@@ -99,6 +102,7 @@ class _Compile:
     output_code: list[str] = field(default_factory=list)
     tensors: dict[int, dict[str, Any]] = field(default_factory=dict)
     sources: dict[int, str] = field(default_factory=dict)
+    served: list[str] = field(default_factory=list)  # CacheServed artifacts logged (a cache served it)
 
 
 def _compile_id(meta: dict[str, Any]) -> str | None:
@@ -117,6 +121,8 @@ def _add(c: _Compile, r: Record) -> None:
         r.name == "artifact" and r.meta["artifact"].get("name") == "inductor_post_grad_graph"
     ):  # an event of its own on an FX-graph-cache hit (codecache.py), an artifact when compiled
         c.post_grad.append(r.payload or "")
+    elif r.name == "artifact" and r.meta["artifact"].get("name") in SERVED_BY:
+        c.served.append(str(r.meta["artifact"]["name"]))
     elif r.name == "inductor_output_code" and r.payload is not None:
         c.output_code.append(r.payload)
     elif r.name == "describe_tensor":
@@ -198,20 +204,21 @@ def read_trace_files(paths: list[Path]) -> list[GraphArtifacts]:
             if c.output_code and len(c.output_code) != len(c.post_grad):
                 notes.append(f"{len(c.post_grad)} post-grad graph(s) but {len(c.output_code)} output code(s)")
             for k, graph in enumerate(c.post_grad or [None]):
-                out.append(
-                    GraphArtifacts(
-                        origin=str(path),
-                        rank=c.rank,
-                        compile_id=c.compile_id,
-                        index=k,
-                        post_grad=graph,
-                        output_code=c.output_code[k] if k < len(c.output_code) else None,
-                        dynamo_graph=c.dynamo_graph,
-                        aot_graph=c.aot_graphs[k] if k < len(c.aot_graphs) else None,
-                        inputs=inputs,
-                        notes=list(notes),
-                    )
+                art = GraphArtifacts(
+                    origin=str(path),
+                    rank=c.rank,
+                    compile_id=c.compile_id,
+                    index=k,
+                    post_grad=graph,
+                    output_code=c.output_code[k] if k < len(c.output_code) else None,
+                    dynamo_graph=c.dynamo_graph,
+                    aot_graph=c.aot_graphs[k] if k < len(c.aot_graphs) else None,
+                    inputs=inputs,
+                    notes=list(notes),
+                    served_from=tuple(name for name in SERVED_BY if name in c.served),
                 )
+                art.notes += origin_notes(art)
+                out.append(art)
     return out
 
 

@@ -1,0 +1,96 @@
+"""Where a logged graph came from: compiled in the traced process, or served by torch's compile caches.
+
+A warm ``TORCHINDUCTOR_CACHE_DIR`` hands a process an artifact another process compiled, and the cache
+keys leave out how the inputs alias (seen on torch 2.14: a layout with K and V as views of one ``(2, ...)``
+allocation and one with two allocations load each other's artifact). The trace holds what tells them apart:
+
+* a served compile logs an ``artifact`` record named ``aotautograd_cache_hit`` / ``fx_graph_cache_hit``
+  (:class:`~compile_checks.vocab.CacheServed`), beside the post-grad graph and output code it loaded;
+* the output code's benchmark harness (``get_args()``), written when the artifact was compiled, builds
+  inputs that were views of one storage then from one ``_shared_storage_N``;
+* Dynamo's ``describe_tensor`` records give each input's storage in the traced process.
+
+A harness that groups inputs Dynamo now sees in separate storages (or the reverse) is an artifact
+compiled for other aliasing than the inputs it runs on. No harness (another wrapper), or inputs the
+trace does not map, and nothing is said.
+"""
+
+from __future__ import annotations
+
+import re
+
+from compile_checks.scan.artifacts import GraphArtifacts
+from compile_checks.scan.inputs import describe_input
+from compile_checks.vocab import CacheServed
+
+CACHE_FIX = (
+    "clear that cache (or give each allocation layout its own TORCHINDUCTOR_CACHE_DIR) and check it with "
+    "`compile-checks gate --inductor-cache DIR`"
+)
+SERVED_BY: dict[str, str] = {CacheServed.AOTAUTOGRAD: "AOTAutograd cache", CacheServed.FX_GRAPH: "FX graph cache"}
+_HARNESS = re.compile(r"^def get_args\(\):\n((?:[ \t]+.*\n?|\n)*)", re.M)
+_VIEW_OF_SHARED = re.compile(r"^\s*(\w+) = torch\.as_strided\((_shared_storage_\d+),", re.M)
+_OWN_STORAGE = re.compile(r"^\s*(\w+) = rand_strided\(", re.M)
+
+
+def harness_storages(code: str) -> dict[str, str] | None:
+    """Input name -> the storage the artifact's ``get_args()`` builds it in (its own name when alone);
+    None when the code has no such harness."""
+    m = _HARNESS.search(code)
+    if m is None:
+        return None
+    body = m.group(1)
+    out = {name: name for name in _OWN_STORAGE.findall(body) if not name.startswith("_shared_storage_")}
+    out.update(dict(_VIEW_OF_SHARED.findall(body)))
+    return out
+
+
+def _groups(pairs: dict[str, object]) -> list[list[str]]:
+    by: dict[object, list[str]] = {}
+    for name, key in pairs.items():
+        by.setdefault(key, []).append(name)
+    return [sorted(names) for names in by.values() if len(names) > 1]
+
+
+def alias_mismatches(art: GraphArtifacts) -> list[str]:
+    """How the aliasing the artifact was compiled for differs from the inputs Dynamo describes (one line each)."""
+    if not art.output_code or not art.inputs:
+        return []
+    compiled = harness_storages(art.output_code)
+    if compiled is None:
+        return []
+    now = {n: s.storage for n, s in art.inputs.items() if s.storage is not None and n in compiled}
+    compiled = {n: compiled[n] for n in now}
+    out = []
+    for names in _groups(dict(compiled)):
+        if len({now[n] for n in names}) > 1:
+            out.append(
+                f"the artifact was compiled for {_names(art, names)} in one storage (its harness builds them from one "
+                "`_shared_storage`), while Dynamo describes them as separate storages"
+            )
+    for names in _groups(dict(now)):
+        if len({compiled[n] for n in names}) > 1:
+            out.append(
+                f"the artifact was compiled for {_names(art, names)} in separate storages, while Dynamo describes "
+                "them as one storage"
+            )
+    return out
+
+
+def _names(art: GraphArtifacts, names: list[str]) -> str:
+    return ", ".join(f"`{describe_input(art, n)}`" for n in names)
+
+
+def origin_notes(art: GraphArtifacts) -> list[str]:
+    """The graph's origin, for the scan's notes: the caches that served it, and any aliasing mismatch."""
+    if not art.served_from:
+        return []
+    caches = " and ".join(SERVED_BY.get(s, s) for s in art.served_from)
+    notes = [
+        f"served from the {caches} ({', '.join(art.served_from)}): compiled in another process, whose inputs may "
+        "have aliased differently"
+    ]
+    return notes + [f"cache_origin: {m}" for m in alias_mismatches(art)]
+
+
+__all__ = ["CACHE_FIX", "SERVED_BY", "alias_mismatches", "harness_storages", "origin_notes"]

@@ -1,0 +1,46 @@
+"""The warm-cache reproducer as gate targets: one step, ``paged_write(k, v, ...)`` then window reads.
+
+``fused``: K and V are ``kv[0]`` / ``kv[1]`` of one ``(2, ...)`` allocation (a negative control: cold, Inductor
+clones the shared storage); ``split``: two allocations (the fix; cold, clean); ``other``: split with half the
+slots (another graph: no cache warmed by the other two serves it). Small: 64 slots x 2 heads x 64.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ar_paging import paged_write
+from compile_checks import Case
+
+SLOTS, HEADS, HEAD_DIM = 64, 2, 64
+
+
+def step(
+    k: torch.Tensor, v: torch.Tensor, new_k: torch.Tensor, new_v: torch.Tensor, slots: torch.Tensor, win: torch.Tensor
+):  # type: ignore[no-untyped-def]
+    paged_write(k, v, new_k, new_v, slots)
+    return (k[win] * v[win]).sum(-1)
+
+
+def _case(name: str, fused_kv: bool, slots: int = SLOTS) -> Case:
+    if fused_kv:
+        kv = torch.zeros(2, slots, HEADS, HEAD_DIM)
+        k, v = kv[0], kv[1]
+    else:
+        k, v = torch.zeros(slots, HEADS, HEAD_DIM), torch.zeros(slots, HEADS, HEAD_DIM)
+    g = torch.Generator().manual_seed(0)
+    new = torch.randn(2, 4, HEADS, HEAD_DIM, generator=g)
+    args = (k, v, new[0], new[1], torch.tensor([3, 5, 7, 9]), torch.tensor([3, 5, 7, 9, 11]))
+    return Case(name, step, args=args, pools={"k": k, "v": v}, expect_clean=not fused_kv, fullgraph=True)
+
+
+def split() -> Case:
+    return _case("split", fused_kv=False)
+
+
+def fused() -> Case:
+    return _case("fused", fused_kv=True)
+
+
+def other() -> Case:
+    return _case("other", fused_kv=False, slots=SLOTS // 2)
