@@ -116,7 +116,8 @@ def _report(args: argparse.Namespace) -> int:
     fields = {k.removeprefix("report_"): v for k, v in vars(args).items() if k.startswith("report_")}
     del fields["full"], fields["analysis_only"]  # resolved into the mode above
     fields["progress"] = not fields.pop("no_progress")
-    fields["targets"], fields["scenarios"] = tuple(fields["targets"] or ()), tuple(fields["scenarios"] or ())
+    for key in ("targets", "scenarios", "pipelines"):
+        fields[key] = tuple(fields[key] or ())
     return run_report(ReportRequest(mode=mode, **fields))
 
 

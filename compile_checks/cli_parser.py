@@ -80,6 +80,14 @@ _REPORT_OPTIONS: list[Option] = [
         metavar="NAME",
         help="built-in scenario (repeatable); default without targets: the traffic set",
     ),
+    _o(
+        "--pipeline",
+        dest="pipelines",
+        action="append",
+        choices=PIPELINE_NAMES,
+        help="run every case under this pipeline (repeatable; default: [tool.compile_checks] pipelines, "
+        "else each case's own)",
+    ),
     _o("--baseline", type=Path, metavar="JSON", help="baseline JSON to compare against; exit 1 on growth"),
     _o("--write-baseline", type=Path, metavar="FILE", help="write this run as a baseline JSON"),
     _o("--video-chunks", type=int, metavar="N", help="video length in chunks (default 60)"),
