@@ -255,6 +255,7 @@ def report_tables(req: ReportRequest, runs: list[PlannedRun], video_chunks: int)
             starting(planned.label)
             t0 = time.perf_counter()
             dump = _dump_dir(req, planned.label)
+            done: Any
             if planned.scenario is not None:
                 done = report_run.run_builtin(planned.scenario, req.mode, dump, Pipeline(planned.pipeline))
             else:
@@ -265,7 +266,9 @@ def report_tables(req: ReportRequest, runs: list[PlannedRun], video_chunks: int)
         close()
     ms: dict[str, float] = {}
     if req.measure:  # stock only: the timing harness compiles each case the stock way
-        todo = [scenario_measure_case(r.scenario) for r in runs if r.scenario is not None and r.pipeline == "stock"]
+        todo: list[tuple[Any, int | None]] = [
+            scenario_measure_case(r.scenario) for r in runs if r.scenario is not None and r.pipeline == "stock"
+        ]
         todo += [(r.case, None) for r in runs if r.case is not None]
         ms = measure(todo, rounds=req.rounds or DEFAULT_ROUNDS)
     made = [

@@ -352,7 +352,8 @@ def tidy_table(df: pd.DataFrame) -> pd.DataFrame:
     """The table as traffic.csv and :func:`compile_checks.reports.traffic_frame` give it: without the
     columns no row has a value for (a user's cases have no layers, an analysis-only run no kernel
     estimate), and counts as integers (pandas' nullable ``Int64`` where some rows have none)."""
-    out = df.drop(columns=[c for c in df.columns if df[c].isna().all()])
+    empty = [c for c in df.columns if (df[c].isna() | (df[c].astype(str) == "")).all()]  # a user's layout is ""
+    out = df.drop(columns=empty)
     for col in INTEGER_COLUMNS:
         if col in out.columns:
             values = out[col].dropna()
