@@ -97,9 +97,12 @@ def _bars(ax: Any, df: pd.DataFrame) -> None:
     ax.set_xticks(x)
     ax.set_xticklabels(labels, rotation=30 if len(df) > 4 else 0, ha="right" if len(df) > 4 else "center", fontsize=7)
     ax.set_ylabel("memory traffic per step (MiB, run average, from the graph)")
+    top = float(np.max(ideal + extra, initial=0.0))
+    if top > 0:
+        ax.set_ylim(0, top * 1.3)  # room for the legend above the tallest bar
     ax.set_title("KV traffic per step, per case")
     ax.grid(True, axis="y", alpha=0.3)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper left", ncol=2)
 
 
 def traffic_panels(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
