@@ -80,3 +80,29 @@ def test_an_analysis_only_dump_of_a_clean_case_has_its_post_grad_graph_and_a_liv
     assert "paged_write" in post_grad[0].read_text()
     index = (folder / "index.md").read_text()
     assert f"post_grad_fx: `{post_grad[0].name}`" in index and "CLEAN" in index
+
+
+def test_index_md_prices_copies_per_region_call_not_summed_across_regions(tmp_path: Path) -> None:
+    import torch
+
+    from compile_checks.check.findings import CloneReport, SurvivingClone
+    from compile_checks.explain.dumps import render_index
+
+    def clone(region: int) -> SurvivingClone:
+        return SurvivingClone(
+            op="ar_paging::paged_write",
+            arg="v_pool",
+            nbytes=131072,
+            shape=(32768,),
+            dtype=torch.float32,
+            region=region,
+            node=f"clone_{region}",
+            pool="layer0.v",
+        )
+
+    three = CloneReport(clones=[clone(r) for r in range(3)], num_regions=3, region_calls={0: 2, 1: 2, 2: 2})
+    verdict = render_index(three, str(tmp_path)).splitlines()[2]
+    assert "131072 B/call in each of 3 regions" in verdict and "786432 bytes over this run" in verdict
+    assert "393216" not in verdict  # the three regions' copies are never one call's
+    one = CloneReport(clones=[clone(0), clone(0)], num_regions=1, region_calls={0: 1})
+    assert "262144 B/call" in render_index(one, str(tmp_path))  # the control: one region's copies do add up

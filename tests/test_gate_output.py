@@ -187,3 +187,19 @@ def test_the_plugins_case_result_has_every_junit_property(field: str) -> None:
     from compile_checks.case import CaseResult
 
     assert hasattr(CaseResult, field) or field in CaseResult.__dataclass_fields__
+
+
+def test_a_cases_verdicts_are_gathered_across_its_pipelines_only() -> None:
+    from compile_checks.gate.outcome import note_pipeline_verdicts
+
+    def ran(label: str, group: str, pipeline: Pipeline, clean: bool) -> Outcome:
+        o = _outcome(label, copies=0 if clean else 1)
+        o.group, o.pipeline, o.clean = group, pipeline, clean
+        return o
+
+    kv = ran("kv", "t.py:c/stock", Pipeline.STOCK, True)
+    kv_vllm = ran("kv[vllm]", "t.py:c/vllm", Pipeline.VLLM, False)
+    other_target = ran("kv[vllm]", "u.py:c/vllm", Pipeline.VLLM, True)  # same name, another target: not kv's
+    note_pipeline_verdicts([kv, kv_vllm, other_target])
+    assert kv.pipeline_verdicts == kv_vllm.pipeline_verdicts == {"stock": True, "vllm": False}
+    assert other_target.pipeline_verdicts == {"vllm": True}

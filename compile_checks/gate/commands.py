@@ -197,7 +197,7 @@ def _run_gate(
     finally:
         close()
     seconds = time.perf_counter() - t0
-    note_pipeline_verdicts(gate_plan.cases, outcomes)
+    note_pipeline_verdicts(outcomes)
     code = exit_code(outcomes)
     if junit is not None:
         try:

@@ -111,16 +111,21 @@ class Outcome:
         return d
 
 
-def note_pipeline_verdicts(planned: Sequence[PlannedCase], outcomes: Sequence[Outcome]) -> None:
-    """Give each outcome the verdicts (pipeline -> clean) its case reached under every pipeline of this run
-    (``planned`` and ``outcomes`` in plan order): a failure's hint then states only what the run showed."""
-    by_case: dict[tuple[Any, ...], dict[str, bool]] = {}
-    keys = [(p.source.kind, p.source.spec, p.case_name, p.codegen_smoke) for p in planned]
-    for key, o in zip(keys, outcomes):
+def _case_key(o: Outcome) -> tuple[str, str]:
+    """The case behind an outcome, whatever pipeline it ran under: its target (``group`` without the
+    pipeline) and its name (``label`` without ``[pipeline]``: ``plan.pipeline_label``'s suffix)."""
+    return o.group.rsplit("/", 1)[0], o.label.removesuffix(f"[{o.pipeline}]")
+
+
+def note_pipeline_verdicts(outcomes: Sequence[Outcome]) -> None:
+    """Give each outcome the verdicts (pipeline -> clean) its case reached under every pipeline of this
+    run (the gate's, or ``merge``'s shards together): a failure's hint then states only what the run showed."""
+    by_case: dict[tuple[str, str], dict[str, bool]] = {}
+    for o in outcomes:
         if o.clean is not None and o.error is None:
-            by_case.setdefault(key, {})[str(o.pipeline)] = o.clean
-    for key, o in zip(keys, outcomes):
-        o.pipeline_verdicts = dict(by_case.get(key, {}))
+            by_case.setdefault(_case_key(o), {})[str(o.pipeline)] = o.clean
+    for o in outcomes:
+        o.pipeline_verdicts = dict(by_case.get(_case_key(o), {}))
 
 
 def _phase_totals(report: Any) -> dict[str, float]:
