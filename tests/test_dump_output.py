@@ -27,13 +27,12 @@ SOURCE = "\n".join(
 
 def test_side_by_side_keeps_a_long_key_line_whole_and_cuts_context() -> None:
     rows = excerpt(SOURCE, ["clone_default"], context=1)
-    block = side_by_side(rows, rows, ("before", "after"))
-    key_rows = [r for r in block if r.startswith(">")]
-    assert len(key_rows) == 1 and key_rows[0].count(LONG) == 2  # both sides whole, the bar after the left one
-    left, right = key_rows[0].split(" | ")
-    assert left.rstrip().endswith(f"{LONG})") and right.endswith(f"{LONG})")
+    block = side_by_side(rows, rows, ("before", "after"))[3:-1]
+    assert all(r[72:75] in (" | ", " |") for r in block)  # the left column stays 72 wide
+    for column in ("".join(r[6:72].rstrip() for r in block), "".join(r[81:].rstrip() for r in block)):
+        assert f"memory_format = torch.contiguous_format, {LONG})" in column  # the key line, whole, wrapped
     context = next(r for r in block if "context = " in r)
-    assert context.endswith("~") and context.count(LONG) < 2  # the negative control: a context line is still cut
+    assert context.endswith("~") and LONG not in context  # the negative control: a context line is still cut
 
 
 def test_dump_k_selects_cases_and_a_pattern_matching_none_is_a_usage_error(

@@ -280,33 +280,36 @@ def excerpt(source: str, nodes: Sequence[str], context: int = 1) -> list[tuple[i
     return rows
 
 
-def _cell(row: tuple[int | None, str, bool] | None, width: int = _EXCERPT_WIDTH) -> str:
-    """One excerpt line in a column ``width`` wide: context lines are cut with ``~``, a key line (the
-    write, the clone, a conflicting read) never is: it is what the excerpt is for."""
+def _cells(row: tuple[int | None, str, bool] | None) -> list[str]:
+    """One excerpt line as the column's lines, ``_EXCERPT_WIDTH`` wide: a context line is cut with ``~``;
+    a key line (the write, the clone, a conflicting read) is never cut, it goes on under itself."""
     if row is None:
-        return ""
+        return [""]
     lineno, text, key = row
     head = f"{'>' if key else ' '}{lineno:>4} " if lineno is not None else "      "
     body = text.strip()
-    room = width - len(head)
-    return head + (body if key or len(body) <= room else body[: room - 1] + "~")
+    room = _EXCERPT_WIDTH - len(head)
+    if len(body) <= room:
+        return [head + body]
+    if not key:
+        return [head + body[: room - 1] + "~"]
+    return [(head if i == 0 else " " * len(head)) + body[i : i + room] for i in range(0, len(body), room)]
 
 
 def side_by_side(
     left: list[tuple[int | None, str, bool]], right: list[tuple[int | None, str, bool]], titles: tuple[str, str]
 ) -> list[str]:
-    """Two excerpts as fixed-width columns (a fenced block reads the same in a terminal and a browser);
-    the left column is as wide as its longest key line, at least ``_EXCERPT_WIDTH``."""
-    width = max([_EXCERPT_WIDTH, *(len(_cell(r)) for r in left if r[2])])
+    """Two excerpts as fixed-width columns (a fenced block reads the same in a terminal and a browser)."""
     out = [
         "```text",
-        f"{titles[0]:<{width}} | {titles[1]}",
-        f"{'-' * width}-+-{'-' * _EXCERPT_WIDTH}",
+        f"{titles[0]:<{_EXCERPT_WIDTH}} | {titles[1]}",
+        f"{'-' * _EXCERPT_WIDTH}-+-{'-' * _EXCERPT_WIDTH}",
     ]
     for i in range(max(len(left), len(right))):
-        a = _cell(left[i] if i < len(left) else None, width)
-        b = _cell(right[i] if i < len(right) else None)
-        out.append(f"{a:<{width}} | {b}".rstrip())
+        a = _cells(left[i] if i < len(left) else None)
+        b = _cells(right[i] if i < len(right) else None)
+        for j in range(max(len(a), len(b))):
+            out.append(f"{a[j] if j < len(a) else '':<{_EXCERPT_WIDTH}} | {b[j] if j < len(b) else ''}".rstrip())
     out.append("```")
     return out
 
