@@ -12,36 +12,26 @@ scenarios (``--scenario``, or when there are no targets). Every case runs throug
 from __future__ import annotations
 
 import importlib.util
-import re
 import time
 import traceback
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
-from compile_checks.case import pipeline_label
 from compile_checks.errors import UnwritableOutput, UsageError
-from compile_checks.gate.config import ConfigError, load_config
 from compile_checks.gate.outdir import writable_dir_problem
-from compile_checks.gate.sources import runs_under
 from compile_checks.gate.stderr_noise import terminal
 from compile_checks.gate.targets import TargetError, load_targets
 from compile_checks.pipelines.vllm_env import prepare_process_for_vllm
-from compile_checks.reports import run as report_run
 from compile_checks.reports.builtin import (
     default_scenario_names,
     unknown_scenarios,
     with_pool_variants,
 )
-from compile_checks.reports.measure import (
-    DEFAULT_ROUNDS,
-    measure,
-    scenario_measure_case,
-)
-from compile_checks.vocab import ExitCode, Mode, Pipeline
+from compile_checks.reports.measure import DEFAULT_ROUNDS
+from compile_checks.reports.planning import plan_runs, project_config, report_pipelines
+from compile_checks.reports.tables import report_tables
+from compile_checks.vocab import ExitCode, Mode
 
 REPORT_EXTRA: tuple[str, ...] = ("pandas", "matplotlib", "tabulate", "tqdm")
 
@@ -77,63 +67,12 @@ def check_writable(out: Path) -> None:
         raise UnwritableOutput(f"output directory: {problem}")
 
 
-def _project_config(directory: Path) -> Any:
-    """``[tool.compile_checks]`` of ``directory/pyproject.toml`` (None: no file or no table), read and
-    validated by the gate's own :func:`compile_checks.gate.config.load_config`."""
-    try:
-        return load_config(directory / "pyproject.toml")
-    except ConfigError as e:
-        raise UsageError(str(e)) from e
-
-
 def pyproject_targets(directory: Path) -> tuple[list[str], Path] | None:
     """``[tool.compile_checks] targets`` of ``directory/pyproject.toml`` (None: no file or no key)."""
-    config = _project_config(directory)
+    config = project_config(directory)
     if config is None or not config.targets:
         return None
     return list(config.targets), config.base_dir
-
-
-def report_pipelines(req: ReportRequest, directory: Path) -> tuple[tuple[str, ...], str]:
-    """The pipelines the report runs its cases under, and where they come from (said on stdout, never
-    silently stock): ``--pipeline``, else the gate's ``[tool.compile_checks] pipelines``, else none
-    (each case under its own pipeline; a built-in scenario's is stock)."""
-    if req.pipelines:
-        return tuple(dict.fromkeys(req.pipelines)), "--pipeline"
-    config = _project_config(directory)
-    if config is not None and config.pipelines:
-        return tuple(str(p) for p in config.pipelines), "[tool.compile_checks] pipelines"
-    return (), "each case's own (built-in scenarios: stock); choose with --pipeline or [tool.compile_checks] pipelines"
-
-
-@dataclass(frozen=True)
-class PlannedRun:
-    """One row to come: a built-in ``scenario`` or a user's ``case``, under ``pipeline``, labelled as the gate does."""
-
-    label: str
-    pipeline: str
-    scenario: Any = None
-    case: Any = None
-
-
-def plan_runs(scenarios: list[Any], cases: list[Any], pipelines: tuple[str, ...]) -> list[PlannedRun]:
-    """Every scenario and case under each pipeline (pipeline by pipeline, as the gate orders them); a
-    user's case only where the gate would check it (:func:`compile_checks.gate.sources.runs_under`:
-    an ``expect_clean`` mapping names its pipelines), re-targeted and labelled ``name[pipeline]``."""
-    runs = [
-        PlannedRun(pipeline_label(s.name, Pipeline(p)), p, scenario=s)
-        for p in pipelines or ("stock",)
-        for s in scenarios
-    ]
-    for p in pipelines or (None,):
-        for c in cases:
-            if p is None:  # no pipelines chosen: the case's own
-                runs.append(PlannedRun(c.name, str(c.pipeline), case=c))
-            elif runs_under(c, Pipeline(p), retarget=True):
-                label = pipeline_label(c.name, Pipeline(p))
-                moved = c if c.pipeline == p else c.replace(pipeline=Pipeline(p))
-                runs.append(PlannedRun(label, p, case=moved if label == c.name else moved.replace(name=label)))
-    return runs
 
 
 def missing_dependencies() -> list[str]:
@@ -199,14 +138,21 @@ def run_report(req: ReportRequest) -> ExitCode:
     check_writable(req.out)
     if req.write_baseline is not None:
         check_writable(req.write_baseline.parent)
-    pipelines, where = report_pipelines(req, Path.cwd())
+    pipelines, where = report_pipelines(req.pipelines, Path.cwd())
     print(f"report: pipelines {', '.join(pipelines) or '-'} ({where})", flush=True)
     runs = plan_runs([registry[n] for n in names], cases, pipelines)
     if not runs:
         raise UsageError(f"nothing to report: no case runs under the pipelines {', '.join(pipelines)}")
     started = time.perf_counter()
     try:
-        df, nodes = report_tables(req, runs, got["video_chunks"])
+        df, nodes = report_tables(
+            runs,
+            req.mode,
+            got["video_chunks"],
+            progress=req.progress,
+            dump_root=req.out / "dumps" if req.dumps else None,
+            rounds=(req.rounds or DEFAULT_ROUNDS) if req.measure else None,
+        )
     except Exception as e:
         _err(f"a case failed: {type(e).__name__}: {e}")
         try:
@@ -216,73 +162,6 @@ def run_report(req: ReportRequest) -> ExitCode:
             pass
         return ExitCode.COMPILE
     return _finish(req, got, df, nodes, started)
-
-
-def _dump_dir(req: ReportRequest, name: str) -> str | None:
-    folder = re.sub(r"[^A-Za-z0-9_.-]+", "_", name)  # split[vllm] -> split_vllm_, as the gate's dump folders
-    return str(req.out / "dumps" / folder) if req.dumps and req.out is not None else None
-
-
-def _progress(
-    total: int, enabled: bool
-) -> tuple[Callable[[str], None], Callable[[str, float], None], Callable[[], None]]:
-    """(starting, finished, close) on the real stderr: a tqdm bar on a terminal; elsewhere (a CI log)
-    one plain line per finished case, flushed, with no carriage returns; nothing when not ``enabled``."""
-    stream = terminal()
-    if not enabled:
-        return (lambda label: None), (lambda label, seconds: None), (lambda: None)
-    if not stream.isatty():
-        count = [0]
-
-        def line(label: str, seconds: float) -> None:
-            count[0] += 1
-            print(f"report [{count[0]}/{total}] {label} {seconds:.1f} s", file=stream, flush=True)
-
-        return (lambda label: None), line, (lambda: None)
-    bar = tqdm(total=total, desc="report", unit="case", file=stream)
-    return bar.set_postfix_str, (lambda label, seconds: bar.update(1)), bar.close
-
-
-def report_tables(req: ReportRequest, runs: list[PlannedRun], video_chunks: int) -> tuple[Any, Any]:
-    """Run every planned case (built-in and the user's, under their pipelines): the row and node tables."""
-    # here, not at the top: pandas, the report extra's (checked first, in run_report)
-    from compile_checks.reports import traffic as tr
-
-    made_runs: list[tuple[PlannedRun, Any]] = []
-    starting, finished, close = _progress(len(runs), req.progress)
-    try:
-        for planned in runs:
-            starting(planned.label)
-            t0 = time.perf_counter()
-            dump = _dump_dir(req, planned.label)
-            done: Any
-            if planned.scenario is not None:
-                done = report_run.run_builtin(planned.scenario, req.mode, dump, Pipeline(planned.pipeline))
-            else:
-                done = report_run.run_for_report(planned.case, req.mode, dump)
-            made_runs.append((planned, done))
-            finished(planned.label, time.perf_counter() - t0)
-    finally:
-        close()
-    ms: dict[str, float] = {}
-    if req.measure:  # stock only: the timing harness compiles each case the stock way
-        todo: list[tuple[Any, int | None]] = [
-            scenario_measure_case(r.scenario) for r in runs if r.scenario is not None and r.pipeline == "stock"
-        ]
-        todo += [(r.case, None) for r in runs if r.case is not None]
-        ms = measure(todo, rounds=req.rounds or DEFAULT_ROUNDS)
-    made = [
-        tr.traffic_row_and_nodes(
-            done,
-            video_chunks,
-            ms_per_step=ms.get(planned.label, tr.NAN),
-            analysis_only=req.mode.analysis_only,
-        )
-        if planned.scenario is not None
-        else tr.case_row_and_nodes(done.result, done.calls, done.ideal, video_chunks, ms.get(planned.label, tr.NAN))
-        for planned, done in made_runs
-    ]
-    return tr.traffic_table([row for row, _ in made]), tr.nodes_table([n for _, nodes in made for n in nodes])
 
 
 def _finish(req: ReportRequest, got: dict[str, Any], df: Any, nodes: Any, started: float) -> ExitCode:
@@ -324,14 +203,4 @@ def _finish(req: ReportRequest, got: dict[str, Any], df: Any, nodes: Any, starte
     return ExitCode.CLEAN
 
 
-__all__ = [
-    "PlannedRun",
-    "ReportRequest",
-    "check_writable",
-    "missing_dependencies",
-    "plan_runs",
-    "pyproject_targets",
-    "report_pipelines",
-    "report_tables",
-    "run_report",
-]
+__all__ = ["ReportRequest", "check_writable", "missing_dependencies", "pyproject_targets", "run_report"]

@@ -21,7 +21,8 @@ from compile_checks.errors import UsageError
 from compile_checks.gate.targets import TargetError, load_targets
 from compile_checks.pipelines.vllm_env import prepare_process_for_vllm
 from compile_checks.reports.builtin import unknown_scenarios, with_pool_variants
-from compile_checks.reports.command import ReportRequest, plan_runs, report_pipelines, report_tables
+from compile_checks.reports.planning import plan_runs, report_pipelines
+from compile_checks.reports.tables import report_tables
 from compile_checks.reports.traffic import DEFAULT_VIDEO_CHUNKS, tidy_table
 from compile_checks.vocab import Mode
 
@@ -63,10 +64,9 @@ def traffic_frame(
     unknown = unknown_scenarios(list(scenarios), registry)
     if unknown:
         raise UsageError(f"unknown scenario(s): {', '.join(unknown)}")
-    req = ReportRequest(mode=Mode.FULL if full else Mode.ANALYSIS_ONLY, pipelines=tuple(pipelines), progress=False)
-    chosen, _ = report_pipelines(req, base)
+    chosen, _ = report_pipelines(tuple(pipelines), base)
     runs = plan_runs([registry[n] for n in scenarios], cases, chosen)
-    df, _ = report_tables(req, runs, video_chunks)
+    df, _ = report_tables(runs, Mode.FULL if full else Mode.ANALYSIS_ONLY, video_chunks)
     return tidy_table(df)
 
 
