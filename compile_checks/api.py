@@ -30,7 +30,7 @@ from compile_checks.explain.dumps import write_dump
 from compile_checks.explain.explanations import explain_report
 from compile_checks.explain.grouping import alike, group_explanations
 from compile_checks.pools import PoolNamingError, PoolsArg, resolve_pools
-from compile_checks.verdict import copy_fields, render_copy
+from compile_checks.verdict import bytes_per_call, copy_fields, render_copy
 
 
 class CompileCheckError(CompileChecksError, RuntimeError):
@@ -296,7 +296,8 @@ def format_report(report: CloneReport, verbose: bool = False) -> str:
     if report.clones:
         lines.append(
             f"{len(report.clones)} pool copy(ies) survived Inductor's reinplace pass "
-            f"({report.clone_bytes} bytes per call of the regions, {report.clone_bytes_per_run} bytes over the "
+            f"({bytes_per_call([{'region': c.region, 'nbytes': c.nbytes} for c in report.clones])}, "
+            f"{report.clone_bytes_per_run} bytes over the "
             f"{sum(report.region_calls.values())} region call(s) of this run):"
         )
         lines += _copies(report.clones, verbose)

@@ -19,12 +19,13 @@ Exit codes, every subcommand (the README has the same table; :class:`~compile_ch
     1    some case did not (a surviving clone, or a negative control that stopped cloning);
          report: a case's clones or extra bytes grew against ``--baseline``
     2    usage error: bad option, unknown scenario, bad target, bad ``[tool.compile_checks]`` table,
+         a pool named twice or overlapping another (found when its case runs),
          report: unreadable or invalid baseline / bench CSV, the report extra not installed
     3    an output path (``--junitxml``, ``--dump-dir``, ``--out``, ``--write-baseline``) cannot be written
     4    a case failed to compile (or the check itself failed); one line per case says why
     5    every verdict met, but a compiled run differs from its eager reference
     130  interrupted (Ctrl-C)
-When several apply, the first in the order 3, 4, 1, 5 wins. Usage and output problems are found
+When several apply, the first in the order 2, 3, 4, 1, 5 wins. Usage and output problems are found
 before anything compiles.
 """
 
@@ -85,10 +86,24 @@ def _check_run_options(args: argparse.Namespace, command: str) -> None:
         raise UsageError(f"--jobs must be at least 1, got {args.jobs}")
     if getattr(args, "targets", None) and args.scenario:
         raise UsageError("give TARGETs or --scenario, not both")
+    if command == "dump":
+        _dump_folder(args)
     if args.shard is not None:
         from compile_checks.gate.shard import Shard  # torch-free: a bad K/N is answered before anything loads
 
         Shard.parse(args.shard)
+
+
+def _dump_folder(args: argparse.Namespace) -> None:
+    """``dump``'s folder is ``--out``; ``--dump-dir`` (the gate's option) is its deprecated alias there,
+    said on stderr; both at once is a usage error."""
+    if args.dump_dir is not None and args.out is not None:
+        raise UsageError("dump writes into --out DIR; --dump-dir is its deprecated alias: give one, not both")
+    if args.dump_dir is not None:
+        print("warning: dump --dump-dir is deprecated: use --out", file=sys.stderr)
+        args.out, args.dump_dir = args.dump_dir, None
+    if args.out is None:
+        raise UsageError("dump needs --out DIR (the dumps' folder)")
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -101,7 +116,8 @@ def _report(args: argparse.Namespace) -> int:
     fields = {k.removeprefix("report_"): v for k, v in vars(args).items() if k.startswith("report_")}
     del fields["full"], fields["analysis_only"]  # resolved into the mode above
     fields["progress"] = not fields.pop("no_progress")
-    fields["targets"], fields["scenarios"] = tuple(fields["targets"] or ()), tuple(fields["scenarios"] or ())
+    for key in ("targets", "scenarios", "pipelines"):
+        fields[key] = tuple(fields[key] or ())
     return run_report(ReportRequest(mode=mode, **fields))
 
 

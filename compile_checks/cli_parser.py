@@ -17,15 +17,17 @@ def _o(*flags: str, **kw: Any) -> Option:
     return flags, kw
 
 
+# plain names in argparse's "invalid choice" message (the enum members would print as <Pipeline.STOCK: 'stock'>)
+PIPELINE_NAMES: tuple[str, ...] = tuple(str(p) for p in PIPELINES)
 _FLAG: dict[str, Any] = {"action": "store_const", "const": True}  # the gate's flags: None when not given
 
 # the gate's options, accepted both before and after the subcommand; default None
 RUN_OPTIONS: list[Option] = [
     _o("--json", **_FLAG, help="machine-readable output on stdout (schema_version 1)"),
-    _o("--no-progress", **_FLAG, help="no progress bar on stderr"),
+    _o("--no-progress", **_FLAG, help="no progress on stderr (a bar on a terminal, else a line per finished case)"),
     _o("--config", metavar="PYPROJECT", help="read [tool.compile_checks] from this file (default ./pyproject.toml)"),
     _o("--scenario", action="append", metavar="NAME", help="built-in scenario(s) instead of the built-in gate"),
-    _o("--pipeline", action="append", choices=PIPELINES, help="run every case under this pipeline (repeatable)"),
+    _o("--pipeline", action="append", choices=PIPELINE_NAMES, help="run every case under this pipeline (repeatable)"),
     _o("--full", **_FLAG, help="compile every case fully (default: analysis-only verdicts)"),
     _o("--analysis-only", **_FLAG, help="no full compile at all (drops the codegen smoke)"),
     _o("--junitxml", metavar="PATH", help="write a JUnit XML report (one testcase per case)"),
@@ -50,7 +52,13 @@ RUN_OPTIONS: list[Option] = [
         metavar="JSON",
         help="balance --shard by each case's wall seconds in an earlier gate/merge --json output",
     ),
-    _o("--verbose", "-v", **_FLAG, help="every copy with its own explanation (default: one per group alike)"),
+    _o(
+        "--verbose",
+        "-v",
+        **_FLAG,
+        help="every copy with its own explanation, negative controls' too (default: a passing control in one line, "
+        "an explanation once per group of copies alike)",
+    ),
     _o(
         "--inductor-cache",
         metavar="DIR",
@@ -87,6 +95,14 @@ _REPORT_OPTIONS: list[Option] = [
         action="append",
         metavar="NAME",
         help="built-in scenario (repeatable); default without targets: the traffic set",
+    ),
+    _o(
+        "--pipeline",
+        dest="pipelines",
+        action="append",
+        choices=PIPELINE_NAMES,
+        help="run every case under this pipeline (repeatable; default: [tool.compile_checks] pipelines, "
+        "else each case's own)",
     ),
     _o("--baseline", type=Path, metavar="JSON", help="baseline JSON to compare against; exit 1 on growth"),
     _o("--write-baseline", type=Path, metavar="FILE", help="write this run as a baseline JSON"),
@@ -160,7 +176,14 @@ def parser() -> argparse.ArgumentParser:
         "dump", help="compile cases fully with depyf dumps and an index.md per case (each under its own pipeline)"
     )
     d.add_argument("targets", nargs="*", metavar="TARGET", help=target_help)
-    d.add_argument("--out", required=True, metavar="DIR")
+    d.add_argument("--out", metavar="DIR", help="the dumps' folder, one subfolder per case (required)")
+    d.add_argument(
+        "-k",
+        dest="dump_filter",
+        action="append",
+        metavar="PATTERN",
+        help="only the cases whose label contains PATTERN or matches it as a glob (repeatable: any of them)",
+    )
     _add_run_options(d, "sub_")
     m = sub.add_parser(
         "merge",

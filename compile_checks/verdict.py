@@ -45,6 +45,7 @@ def failure_reasons(
     copies_listed: bool = False,
     pipeline: str | None = None,
     retargeted_from: str | None = None,
+    observed: Mapping[str, bool] | None = None,
 ) -> list[str]:
     """Why a case did not pass, one sentence per reason; empty when it passed.
 
@@ -52,7 +53,8 @@ def failure_reasons(
     them itself (one per line), so the reason only counts them. ``pipeline``: the one the case ran
     under (named when not stock); ``retargeted_from``: the case's own pipeline when the gate's
     ``pipelines`` re-ran its single ``expect_clean`` under another: then the pipeline is what changed,
-    and the reason says so (with the per-pipeline ``expect_clean`` that would state it).
+    and the reason says so (with the per-pipeline ``expect_clean`` that would state it). ``observed``:
+    pipeline -> clean of the same case in this run; the suggested ``expect_clean`` states only those.
     """
     reasons: list[str] = []
     changed = (pipeline, retargeted_from) if pipeline and retargeted_from and retargeted_from != pipeline else None
@@ -62,12 +64,12 @@ def failure_reasons(
         listed = " (each listed on its own line)" if copies_listed else ": " + "; ".join(map(render_copy, copies))
         reasons.append(f"{len(copies)} pool clone(s) survive reinplacing{_under(pipeline)}{listed}")
         if changed:
-            reasons.append(_pipeline_changed(True, *changed))
+            reasons.append(_pipeline_changed(True, *changed, observed or {}))
     if clean is True and not expect_clean:
         if changed:
             reasons.append(
                 f"negative control stopped cloning under the {pipeline} pipeline; "
-                + _pipeline_changed(False, *changed)
+                + _pipeline_changed(False, *changed, observed or {})
                 + "; if not, the check lost its power to see this bug"
             )
         else:
@@ -82,13 +84,23 @@ def _under(pipeline: str | None) -> str:
     return "" if pipeline is None or pipeline == "stock" else f" under the {pipeline} pipeline"
 
 
-def _pipeline_changed(expect_clean: bool, pipeline: str, own: str) -> str:
-    """What changed was the pipeline, not the check: the per-pipeline expectation that would say so."""
-    mapping = f"expect_clean={{'{own}': {expect_clean}, '{pipeline}': {not expect_clean}}}"
+def _pipeline_changed(expect_clean: bool, pipeline: str, own: str, observed: Mapping[str, bool]) -> str:
+    """What changed may be the pipeline, not the check: the per-pipeline expectation that would say so,
+    stating only the verdicts this run showed (``observed``: pipeline -> clean)."""
+    chosen = f"the gate's pipelines chose {pipeline}: the case's expect_clean={expect_clean} was written for its own"
+    seen = {p: observed[p] for p in (own, pipeline) if p in observed}
+    seen.setdefault(pipeline, not expect_clean)  # this outcome is the verdict under ``pipeline``
+    if own in seen and seen[own] == seen[pipeline]:
+        verdict = "clean" if seen[own] else "cloning"
+        return (
+            f"{chosen} pipeline {own}, but this run shows it {verdict} under {own} too: the pipeline is not what "
+            f"changed, so no per-pipeline expect_clean is suggested"
+        )
+    mapping = "expect_clean={" + ", ".join(f"'{p}': {v}" for p, v in seen.items()) + "}"
+    unseen = "" if own in seen else f" (this run did not run it under {own}: state {own}'s as you know it)"
     return (
-        f"the gate's pipelines chose {pipeline}: the case's expect_clean={expect_clean} was written for its own "
-        f"pipeline {own}, and this layout may {'clone' if expect_clean else 'be clean'} only under {pipeline}; "
-        f"if so, state it per pipeline: {mapping}"
+        f"{chosen} pipeline {own}, and this layout may {'clone' if expect_clean else 'be clean'} only under "
+        f"{pipeline}; if so, state it per pipeline: {mapping}{unseen}"
     )
 
 
@@ -115,6 +127,34 @@ def copy_fields(c: SurvivingClone) -> dict[str, Any]:
     }
 
 
+def bytes_by_region(copies: Sequence[Mapping[str, Any]]) -> dict[int, int]:
+    """Bytes the copies move in one call of each region that has one (region -> bytes)."""
+    out: dict[int, int] = {}
+    for c in copies:
+        out[int(c.get("region") or 0)] = out.get(int(c.get("region") or 0), 0) + int(c["nbytes"])
+    return dict(sorted(out.items()))
+
+
+def bytes_per_call(copies: Sequence[Mapping[str, Any]]) -> str:
+    """Bytes per call, per region: a call moves one region's copies, so regions are never summed.
+
+    ``131072 B/call`` (one region), ``131072 B/call in each of 3 regions``, else
+    ``region 0: 65536, region 2: 131072 B/call``."""
+    per_region = bytes_by_region(copies)
+    values = set(per_region.values())
+    if len(per_region) == 1:
+        return f"{next(iter(values))} B/call"
+    if len(values) == 1:
+        return f"{next(iter(values))} B/call in each of {len(per_region)} regions"
+    return ", ".join(f"region {r}: {b}" for r, b in per_region.items()) + " B/call"
+
+
+def copy_names(copies: Sequence[Mapping[str, Any]], most: int = 3) -> str:
+    """The copied pools by name (the ATen argument where no pool is known), at most ``most`` of them."""
+    names = sorted({str(c["pool"] if c.get("pool") is not None else c["arg"]) for c in copies})
+    return ",".join(names) if len(names) <= most else ",".join(names[: most - 1]) + f",+{len(names) - most + 1} more"
+
+
 _COPY_WHAT: dict[str, str] = {
     CopyKind.ATEN_WRITE_COPY: "whole-buffer copy by a functional ATen write",
     CopyKind.COLLECTIVE_COPY: "whole-buffer copy by an out-of-place collective",
@@ -138,8 +178,11 @@ def render_copy(d: Mapping[str, Any]) -> str:
 
 __all__ = [
     "NEGATIVE_CONTROL_LOST",
+    "bytes_by_region",
+    "bytes_per_call",
     "case_passed",
     "copy_fields",
+    "copy_names",
     "failure_reasons",
     "render_copy",
     "verdict_met",

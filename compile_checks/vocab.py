@@ -59,6 +59,7 @@ class ErrorKind(StrEnum):
 
     COMPILE = "compile"  # the case failed to compile or run under the check (exit 4)
     UNWRITABLE = "unwritable"  # an output path (dumps) cannot be written (exit 3)
+    USAGE = "usage"  # the case's own naming is wrong: a pool named twice or overlapping another (exit 2)
 
 
 PIPELINES: tuple[str, ...] = tuple(Pipeline)

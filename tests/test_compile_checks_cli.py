@@ -111,7 +111,55 @@ def test_unwritable_junit_path_exits_3(tmp_path: Path, capsys: pytest.CaptureFix
     blocker = tmp_path / "a_file"
     blocker.write_text("")
     assert main(["gate", f"{engine}:SPLIT_INSTANCE", "--junitxml", str(blocker / "junit.xml")]) == 3
-    assert "cannot write" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "cannot write" in err and f"--junitxml {blocker / 'junit.xml'}:" in err  # the file, not only its folder
+
+
+def test_a_missing_junit_folder_is_created_and_said(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from compile_checks.gate.commands import check_writable_file
+
+    check_writable_file(tmp_path / "new" / "junit.xml")
+    assert (tmp_path / "new").is_dir()
+    assert f"created its missing folder {tmp_path / 'new'}" in capsys.readouterr().err
+    check_writable_file(tmp_path / "new" / "again.xml")  # the negative control: a folder that exists is not news
+    assert capsys.readouterr().err == ""
+
+
+def test_pipeline_choices_are_plain_names(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["gate", "--pipeline", "nonsense"]) == 2
+    err = capsys.readouterr().err
+    assert "(choose from 'stock', 'vllm', 'vllm-piecewise')" in err and "<Pipeline" not in err
+    assert main(["list", "--pipeline", "vllm-piecewise", "--scenario", "split"]) == 0  # a valid name still parses
+
+
+TWICE = """
+import torch
+from compile_checks import Case
+
+
+def step(k, x):
+    k.add_(x)
+    return k.sum()
+
+
+def twice():
+    k = torch.zeros(8)
+    return Case("twice", step, args=(k, torch.ones(8)), pools={"a": k, "b": k})
+"""
+
+
+def test_a_pool_named_twice_is_a_usage_error_as_a_target_typo_is(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "twice.py").write_text(TWICE)
+    junit = tmp_path / "j.xml"
+    assert main(["gate", f"{tmp_path / 'twice.py'}:twice", "--no-progress", "--junitxml", str(junit)]) == 2
+    assert "pool 'b' is the same tensor as pool 'a'" in capsys.readouterr().out
+    import xml.etree.ElementTree as ET
+
+    (error,) = ET.parse(junit).getroot().iter("error")
+    assert error.get("type") == "usage"
+    assert main(["gate", f"{tmp_path / 'twice.py'}:no_such_*"]) == 2  # the user's naming again: the same code
 
 
 def test_compile_failure_maps_to_exit_4(

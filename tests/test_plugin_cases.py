@@ -58,11 +58,15 @@ def loop(pool_clone_check, k, v, **session_kwargs):
 def test_split_clean(pool_clone_check):
     result = pool_clone_check.check(case("split", True))
     assert result.check_passed and result.passed and result.analysis_only
+    # the gate's --json / JUnit vocabulary on the Python result
+    assert result.clean is True and result.expect_clean is True and result.pipeline == "stock"
+    assert result.verdict_met and result.check_errors == [] and result.eager_match is None
 
 
 def test_fused_negative_control_passes(pool_clone_check):
     result = pool_clone_check.check(case("fused", False))
     assert not result.check_passed and result.passed
+    assert result.clean is False and result.expect_clean is False  # the negative control of `clean`
 
 
 def test_fused_expected_clean_fails(pool_clone_check):
@@ -210,6 +214,9 @@ def test_cases_marker_and_session(pytester: pytest.Pytester) -> None:
     assert "case 'split': negative control stopped cloning: expected a surviving pool clone, found none" in out
     assert "case 'session': 1 pool clone(s) survive reinplacing" in out
     assert "unknown argument(s) bogus" in out
+    # a failure reads as the verdict: the test's own line, not the plugin's frames and their CloneReport reprs
+    assert "CloneReport(" not in out and "compile_checks/gate/plugin.py" not in out
+    assert "test_user.py:" in out  # the frame that stays: the user's test
     kept = set(re.findall(r"dumps kept at (/\S+)", out))
     assert len(kept) == 3 and all(Path(d, "index.md").is_file() for d in kept)
 

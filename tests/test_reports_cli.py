@@ -38,13 +38,16 @@ def _fake_registry(
     }
     runs: dict[str, int] = {}
 
-    def run_builtin(s: FakeScenario, mode: Mode, dump_dir: str | None = None) -> FakeResult:
-        runs[s.name] = runs.get(s.name, 0) + 1
+    def run_builtin(s: FakeScenario, mode: Mode, dump_dir: str | None = None, pipeline: str = "stock") -> FakeResult:
+        label = s.name if pipeline == "stock" else f"{s.name}[{pipeline}]"
+        runs[label] = runs.get(label, 0) + 1
         if modes is not None:
             modes.append(mode)
         n = 0 if s.layout == "split" else fused_clones
         clones: list[SurvivingClone] = [_clone(s.num_blocks * 1024, region=1) for _ in range(n)]
-        return FakeResult(s, CloneReport(clones=clones, num_regions=2, region_calls={0: 12, 1: 6}))
+        result = FakeResult(s, CloneReport(clones=clones, num_regions=2, region_calls={0: 12, 1: 6}))
+        result.pipeline = str(pipeline)  # type: ignore[attr-defined]  # as reports.run.ScenarioRun has it
+        return result
 
     mod = types.ModuleType("compile_checks.scenarios")
     mod.SCENARIOS = scenarios  # type: ignore[attr-defined]
@@ -63,12 +66,12 @@ def test_writes_all_files_with_one_row_per_scenario(monkeypatch, tmp_path, capsy
     for name in cli_outputs.OUTPUT_FILES:
         assert (out / name).stat().st_size > 0, name
     df = pd.read_csv(out / "traffic.csv")
-    assert list(df["scenario"]) == ["split", "fused", "fused_pool64MiB"]
+    assert list(df["case"]) == ["split", "fused", "fused_pool64MiB"]
     nodes = pd.read_csv(out / "traffic_nodes.csv")
     assert set(nodes["case"]) == {"fused", "fused_pool64MiB"}
     assert set(df["video_chunks"]) == {7}
     # fused: one 64 KiB clone in the commit region, 6 calls, 3 chunks -> 2*64Ki*6/3 per chunk
-    fused = df.set_index("scenario").loc["fused"]
+    fused = df.set_index("case").loc["fused"]
     assert fused["extra_bytes_per_chunk"] == 2 * 64 * 1024 * 6 / 3
     assert fused["extra_bytes_per_video"] == 7 * 2 * 64 * 1024 * 6 / 3
     assert "fused: expected clones" in capsys.readouterr().out
@@ -128,7 +131,7 @@ def test_bad_baseline_exits_2(monkeypatch, tmp_path, capsys) -> None:
 def test_failing_scenario_exits_4_without_traceback(monkeypatch, tmp_path, capsys) -> None:
     _fake_registry(monkeypatch)
 
-    def boom(s, mode, dump_dir=None):  # type: ignore[no-untyped-def]
+    def boom(s, mode, dump_dir=None, pipeline="stock"):  # type: ignore[no-untyped-def]
         raise RuntimeError("inductor fell over")
 
     monkeypatch.setattr(report_run, "run_builtin", boom)
@@ -287,4 +290,4 @@ def test_user_cases_run_through_run_case_in_the_resolved_mode(monkeypatch, tmp_p
     assert report(["--out", str(tmp_path / "b"), "--no-progress", "--target", cases, "--full"]) == 0
     assert seen == [("my_split", True), ("my_fused", True), ("my_split", False), ("my_fused", False)]
     df = pd.read_csv(tmp_path / "b" / "traffic.csv")
-    assert list(df["scenario"]) == ["my_split", "my_fused"] and list(df["num_steps"]) == [1, 1]
+    assert list(df["case"]) == ["my_split", "my_fused"] and list(df["num_steps"]) == [1, 1]

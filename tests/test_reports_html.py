@@ -69,7 +69,7 @@ def verdicts_on_page(page: str) -> dict[str, str]:
 
 def test_every_case_verdict_is_on_the_page_in_its_colour(tmp_path) -> None:
     df, page = _page(tmp_path)
-    assert verdicts_on_page(page) == dict(zip(df["scenario"], df["status"]))
+    assert verdicts_on_page(page) == dict(zip(df["case"], df["status"]))
     assert verdicts_on_page(page) == {
         "split": "clean",
         "fused": "expected clones",
@@ -96,7 +96,7 @@ def test_a_tampered_page_is_detected(tmp_path, tamper: str) -> None:
     else:
         start = page.index("<tr " + fused)
         page = page[:start] + page[page.index("</tr>", start) + 5 :]
-    assert verdicts_on_page(page) != dict(zip(df["scenario"], df["status"]))
+    assert verdicts_on_page(page) != dict(zip(df["case"], df["status"]))
 
 
 def test_plot_with_nothing_positive_stays_linear_and_is_written(tmp_path) -> None:

@@ -237,7 +237,7 @@ def test_table_and_markdown_have_one_row_per_scenario() -> None:
     df = traffic_table(rows)
     assert isinstance(df, pd.DataFrame)
     assert list(df.columns) == list(COLUMNS)
-    assert list(df["scenario"]) == ["split-v2", "fused-v2"]
+    assert list(df["case"]) == ["split-v2", "fused-v2"]
     assert list(df["surviving_clones"]) == [0, 1]
     md = markdown_report(df, video_chunks=60)
     assert "| split-v2" in md and "| fused-v2" in md

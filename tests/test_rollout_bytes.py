@@ -28,7 +28,9 @@ def test_per_run_bytes_multiply_each_copy_by_its_regions_calls() -> None:
     assert report.clone_bytes_per_run == 3 * 1024 + 2 * 4096
     assert report.to_dict()["clone_bytes_per_run"] == 11264
     headline = format_report(report).splitlines()[0]
-    assert "5120 bytes per call" in headline and "11264 bytes over the 5 region call(s)" in headline
+    # per call of each region (a call runs one region's copies), never the regions summed as one call
+    assert "region 0: 1024, region 1: 4096 B/call" in headline and "11264 bytes over the 5 region call(s)" in headline
+    assert "5120" not in headline
 
 
 def test_negative_control_per_call_bytes_understate_a_rollout() -> None:

@@ -23,7 +23,26 @@ if TYPE_CHECKING:  # the checker imports torch: loading a case file must stay ch
 
 @dataclass
 class CaseResult:
-    """What :func:`run_case` (or a plugin session) found for one case."""
+    """What :func:`run_case` (or a plugin session) found for one case.
+
+    The names are the gate's own: the same words are keys of each case in ``compile-checks gate --json``
+    and properties of each ``<testcase>`` in its JUnit XML.
+
+    Attributes:
+        case: the :class:`~compile_checks.case.definition.Case` that ran.
+        report: the checker's :class:`~compile_checks.check.findings.CloneReport` (every surviving copy,
+            mutated argument, region and note).
+        output: what the case's function (or its ``driver``) returned on the checked run.
+        compile_seconds: seconds the backend spent compiling (summed over the compiled regions).
+        wall_seconds: the whole case, compile, run and ``verify``.
+        analysis_only: Inductor stopped after its post-grad passes (no C++ codegen).
+        eager_match: compiled == eager by the case's ``verify``; None when it has none.
+        max_abs_diff: the difference ``verify`` measured; None when it has none.
+        notes: what the run noted besides the verdict (the report's own notes are in ``report.notes``).
+
+    Properties: :attr:`clean` (no copy survived), :attr:`expect_clean`, :attr:`pipeline`,
+    :attr:`check_errors`, :attr:`verdict_met`, :attr:`passed`, :attr:`check_passed`.
+    """
 
     case: Case
     report: CloneReport
@@ -34,6 +53,26 @@ class CaseResult:
     eager_match: bool | None = None  # None: the case has no ``verify``
     max_abs_diff: float | None = None
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def clean(self) -> bool:
+        """No pool copy survived, neither of a named pool nor of another mutated input (``CloneReport.clean``)."""
+        return self.report.clean
+
+    @property
+    def expect_clean(self) -> bool:
+        """What the case expects under the pipeline it ran: clean, or (a negative control) a surviving copy."""
+        return self.case.expects_clean
+
+    @property
+    def pipeline(self) -> str:
+        """The pipeline the case was compiled through (``stock``, ``vllm``, ``vllm-piecewise``)."""
+        return str(self.case.pipeline)
+
+    @property
+    def check_errors(self) -> list[str]:
+        """What kept the check from a verdict besides copies (errors, unanalysed regions, failing run findings)."""
+        return list(self.report.problems)
 
     @property
     def check_passed(self) -> bool:

@@ -40,6 +40,7 @@ from compile_checks.check.backend import Probe
 from compile_checks.check.findings import CloneReport, RegionSources, SurvivingClone
 from compile_checks.check.graph.fx_helpers import node_line
 from compile_checks.explain.user_source import absolute_path
+from compile_checks.verdict import bytes_per_call
 
 FILE_KINDS: dict[str, str] = {
     "captured": "BEFORE_PRE_GRAD",
@@ -66,9 +67,12 @@ def region_files(dump_dir: Path, fn_name: str) -> dict[str, str | None]:
     return out
 
 
-def write_fallback_files(report: CloneReport, dump_dir: str) -> list[Path]:
-    """Each region's captured graph, post-grad graph(s) and generated code, from ``report.sources``,
-    for every kind no file was written for (depyf's names: ``region_files`` finds them). Returns the paths."""
+def write_fallback_files(
+    report: CloneReport, dump_dir: str, kinds: Sequence[str] = ("captured", "post_grad", "kernel")
+) -> list[Path]:
+    """Each region's captured graph, post-grad graph(s) and generated code (``kinds`` of them), from
+    ``report.sources``, for every kind no file was written for (depyf's names: ``region_files`` finds
+    them). Returns the paths."""
     root = Path(dump_dir)
     root.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
@@ -80,12 +84,13 @@ def write_fallback_files(report: CloneReport, dump_dir: str) -> list[Path]:
 
     for src in report.sources.values():
         fn = src.compiled_fn_name
-        if src.captured and not _files(root, fn, FILE_KINDS["captured"]):
+        if "captured" in kinds and src.captured and not _files(root, fn, FILE_KINDS["captured"]):
             write(f"{fn}.{FILE_KINDS['captured']}.0.py", src.captured)
-        if not _files(root, fn, FILE_KINDS["post_grad"]) and not _files(root, fn, FILE_KINDS["post_grad_fx"]):
+        post_grad = _files(root, fn, FILE_KINDS["post_grad"]) or _files(root, fn, FILE_KINDS["post_grad_fx"])
+        if "post_grad" in kinds and not post_grad:
             for k, code in enumerate(src.post_grad):
                 write(f"{fn}.{FILE_KINDS['post_grad_fx']}.{k}.py", code)
-        if not _files(root, fn, FILE_KINDS["kernel"]):
+        if "kernel" in kinds and not _files(root, fn, FILE_KINDS["kernel"]):
             for k, code in enumerate(src.generated):
                 write(f"{fn}.{FILE_KINDS['kernel']}_{k}.py", code)
     return written
@@ -135,7 +140,9 @@ def render_index(report: CloneReport, dump_dir: str) -> str:
         "CLEAN: every mutated pool argument was re-inplaced"
         if report.clean
         else (
-            f"{len(report.clones)} surviving pool clone(s), {report.clone_bytes} bytes per call of the regions, "
+            f"{len(report.clones)} surviving pool clone(s), "
+            f"{bytes_per_call([{'region': c.region, 'nbytes': c.nbytes} for c in report.clones])} "
+            f"(one call of a region copies its own clones only), "
             f"{report.clone_bytes_per_run} bytes over this run's region calls"
         )
     )
@@ -195,9 +202,11 @@ def write_index(report: CloneReport, dump_dir: str) -> Path:
 
 def write_dump(report: CloneReport, dump_dir: str, *, fallback: bool) -> CloneReport:
     """The dump's last step: the fallback files (``fallback``: depyf failed or did not run), then
-    ``file:line`` of each clone and ``index.md``. Sets ``report.dump_dir``."""
-    if fallback:
-        write_fallback_files(report, dump_dir)
+    ``file:line`` of each clone and ``index.md``. Sets ``report.dump_dir``.
+
+    depyf writes no post-grad graph when Inductor stops after its post-grad passes (analysis-only):
+    each region's ``POST_GRAD`` file is written from the check's records then, clean regions' too."""
+    write_fallback_files(report, dump_dir, kinds=("captured", "post_grad", "kernel") if fallback else ("post_grad",))
     report.dump_dir = dump_dir
     report = annotate_report(report, dump_dir)
     write_index(report, dump_dir)
@@ -271,14 +280,20 @@ def excerpt(source: str, nodes: Sequence[str], context: int = 1) -> list[tuple[i
     return rows
 
 
-def _cell(row: tuple[int | None, str, bool] | None) -> str:
+def _cells(row: tuple[int | None, str, bool] | None) -> list[str]:
+    """One excerpt line as the column's lines, ``_EXCERPT_WIDTH`` wide: a context line is cut with ``~``;
+    a key line (the write, the clone, a conflicting read) is never cut, it goes on under itself."""
     if row is None:
-        return ""
+        return [""]
     lineno, text, key = row
     head = f"{'>' if key else ' '}{lineno:>4} " if lineno is not None else "      "
     body = text.strip()
     room = _EXCERPT_WIDTH - len(head)
-    return head + (body if len(body) <= room else body[: room - 1] + "~")
+    if len(body) <= room:
+        return [head + body]
+    if not key:
+        return [head + body[: room - 1] + "~"]
+    return [(head if i == 0 else " " * len(head)) + body[i : i + room] for i in range(0, len(body), room)]
 
 
 def side_by_side(
@@ -291,9 +306,10 @@ def side_by_side(
         f"{'-' * _EXCERPT_WIDTH}-+-{'-' * _EXCERPT_WIDTH}",
     ]
     for i in range(max(len(left), len(right))):
-        a = _cell(left[i] if i < len(left) else None)
-        b = _cell(right[i] if i < len(right) else None)
-        out.append(f"{a:<{_EXCERPT_WIDTH}} | {b}".rstrip())
+        a = _cells(left[i] if i < len(left) else None)
+        b = _cells(right[i] if i < len(right) else None)
+        for j in range(max(len(a), len(b))):
+            out.append(f"{a[j] if j < len(a) else '':<{_EXCERPT_WIDTH}} | {b[j] if j < len(b) else ''}".rstrip())
     out.append("```")
     return out
 

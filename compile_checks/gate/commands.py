@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import fnmatch
 import json
 import os
 import sys
@@ -20,11 +21,13 @@ from typing import TYPE_CHECKING, Any
 
 from compile_checks.errors import UnwritableOutput, UsageError
 from compile_checks.gate.junit import write_junit
+from compile_checks.gate.outcome import note_pipeline_verdicts
 from compile_checks.gate.outdir import writable_dir_problem
 from compile_checks.gate.outputs import json_document, print_results
 from compile_checks.gate.plan import GatePlan, plan_builtin, plan_targets
 from compile_checks.gate.runner import AUTO_JOBS_MIN_CASES, Workers, auto_jobs, run_plan
 from compile_checks.gate.shard import Shard, shard_plan
+from compile_checks.gate.stderr_noise import terminal
 from compile_checks.gate.targets import TargetError
 from compile_checks.gate.timing import import_torch_comparison, import_torch_seconds, process_seconds, progress_callback
 from compile_checks.gate.warm_cache import check_warm_caches
@@ -41,17 +44,25 @@ def stdout_gone() -> None:
     os.dup2(devnull, sys.stdout.fileno())
 
 
-def check_writable_dir(path: Path) -> None:
-    """Raise UnwritableOutput (exit 3) before anything compiles when ``path`` cannot hold output."""
+def check_writable_dir(path: Path, what: str = "") -> None:
+    """Raise UnwritableOutput (exit 3) before anything compiles when ``path`` cannot hold output;
+    ``what``: the option that named it (``--dump-dir``), said in the message."""
     problem = writable_dir_problem(path)
     if problem is not None:
-        raise UnwritableOutput(problem)
+        raise UnwritableOutput(f"{what} {path}: {problem}" if what else problem)
 
 
-def check_writable_file(path: Path) -> None:
+def check_writable_file(path: Path, what: str = "--junitxml") -> None:
+    """Raise UnwritableOutput (exit 3) naming the file when ``path`` cannot be written; a missing folder
+    is created now (before anything compiles) and said on stderr."""
     if path.is_dir():
-        raise UnwritableOutput(f"cannot write to {path}: is a directory")
-    check_writable_dir(path.parent)
+        raise UnwritableOutput(f"{what} {path}: cannot write to it: is a directory")
+    missing = not path.parent.exists()
+    problem = writable_dir_problem(path.parent)
+    if problem is not None:
+        raise UnwritableOutput(f"{what} {path}: {problem}")
+    if missing:
+        print(f"{what} {path}: created its missing folder {path.parent}", file=terminal(), flush=True)
 
 
 def plan(args: argparse.Namespace, command: str, mode: Mode, config: GateConfig | None) -> GatePlan:
@@ -71,20 +82,36 @@ def plan(args: argparse.Namespace, command: str, mode: Mode, config: GateConfig 
         if not checks_builtin(args, config):
             specs = targets or list(config.targets)  # type: ignore[union-attr]
             base = Path.cwd() if targets else config.base_dir  # type: ignore[union-attr]
-            return plan_targets(specs, base, pipelines, mode=mode, own_pipeline=command == "dump")
-        if command == "dump" and not args.scenario:
+            planned = plan_targets(specs, base, pipelines, mode=mode, own_pipeline=command == "dump")
+        elif command == "dump" and not args.scenario:
             raise UsageError("dump needs TARGETs or --scenario NAME")
-        if command == "dump":
-            pipelines = pipelines or ["stock"]
-        return plan_builtin(args.scenario or [], pipelines, mode=mode)
+        else:
+            if command == "dump":
+                pipelines = pipelines or ["stock"]
+            planned = plan_builtin(args.scenario or [], pipelines, mode=mode)
     except (TargetError, ValueError) as e:
         if isinstance(e, UsageError):
             raise
         raise UsageError(str(e)) from None
+    patterns = getattr(args, "dump_filter", None)
+    return select_cases(planned, patterns) if patterns else planned
+
+
+def select_cases(gate_plan: GatePlan, patterns: Sequence[str]) -> GatePlan:
+    """``dump -k PATTERN``: the planned cases whose label contains a pattern or matches it as a glob;
+    none is a usage error naming the labels there are."""
+    keep = [c for c in gate_plan.cases if any(p in c.label or fnmatch.fnmatchcase(c.label, p) for p in patterns)]
+    if not keep:
+        labels = ", ".join(c.label for c in gate_plan.cases)
+        raise UsageError(f"-k {' / '.join(patterns)} matches no case; the cases: {labels}")
+    gate_plan.cases = keep
+    return gate_plan
 
 
 def exit_code(outcomes: Sequence[Any]) -> ExitCode:
-    """The run's exit code: the first of 3, 4, 1, 5 that applies (the table in compile_checks.cli)."""
+    """The run's exit code: the first of 2, 3, 4, 1, 5 that applies (the table in compile_checks.cli)."""
+    if any(o.error_kind == ErrorKind.USAGE for o in outcomes):
+        return ExitCode.USAGE
     if any(o.error_kind == ErrorKind.UNWRITABLE for o in outcomes):
         return ExitCode.UNWRITABLE
     if any(o.error_kind == ErrorKind.COMPILE for o in outcomes):
@@ -165,7 +192,7 @@ def _run_gate(
     if junit is not None:
         check_writable_file(junit)
     if dump_root is not None:
-        check_writable_dir(dump_root)
+        check_writable_dir(dump_root, "--out" if command == "dump" else "--dump-dir")
     on_done, close = progress_callback(len(gate_plan.cases), not args.no_progress)
     t0 = time.perf_counter()
     try:
@@ -175,6 +202,7 @@ def _run_gate(
         close()
     check_warm_caches(gate_plan.cases, outcomes)  # --inductor-cache: what a warm cache serves (after the cold run)
     seconds = time.perf_counter() - t0
+    note_pipeline_verdicts(outcomes)
     code = exit_code(outcomes)
     if junit is not None:
         try:
@@ -259,4 +287,13 @@ def run_list(args: argparse.Namespace, mode: Mode, config: GateConfig | None) ->
     return ExitCode.CLEAN
 
 
-__all__ = ["check_writable_dir", "check_writable_file", "exit_code", "plan", "run_gate", "run_list", "stdout_gone"]
+__all__ = [
+    "check_writable_dir",
+    "check_writable_file",
+    "exit_code",
+    "plan",
+    "run_gate",
+    "run_list",
+    "select_cases",
+    "stdout_gone",
+]

@@ -2,14 +2,17 @@
 
 ``classname`` is ``<target>/<pipeline>`` (``builtin/<pipeline>`` for the built-in gate) and
 ``name`` the case's label; a failure's ``type`` says what failed (``clone``, ``blind_spot``,
-``check_error``, ``mismatch``: :class:`~compile_checks.vocab.FailureType`). A failed verdict's
-message is :func:`compile_checks.verdict.failure_reasons`
+``check_error``, ``mismatch``: :class:`~compile_checks.vocab.FailureType`). Each testcase's
+``<properties>`` hold the verdict's fields under the names ``gate --json`` and the plugin's
+``CaseResult`` use (:data:`PROPERTY_FIELDS`). A failed verdict's message is
+:func:`compile_checks.verdict.failure_reasons`
 (op, argument, pool and bytes of every surviving clone with the explanation's one-line summary;
 a negative control that stopped cloning says so); a compile error is an ``<error>``.
 """
 
 from __future__ import annotations
 
+import json
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from pathlib import Path
@@ -37,6 +40,16 @@ def failure_type(o: Outcome) -> FailureType:
     return FailureType.MISMATCH
 
 
+# the verdict's fields, named as in ``gate --json`` and on the plugin's ``CaseResult``
+PROPERTY_FIELDS: tuple[str, ...] = ("pipeline", "expect_clean", "clean", "verdict_met", "passed", "eager_match")
+
+
+def properties(o: Outcome) -> dict[str, str]:
+    """``<property>`` name -> value of a testcase: :data:`PROPERTY_FIELDS` (JSON spelling: true / false / null)."""
+    values = o.to_dict()
+    return {k: json.dumps(values[k]) if not isinstance(values[k], str) else values[k] for k in PROPERTY_FIELDS}
+
+
 def write_junit(outcomes: Sequence[Outcome], path: Path, seconds: float) -> None:
     suite = ET.Element(
         "testsuite",
@@ -48,6 +61,9 @@ def write_junit(outcomes: Sequence[Outcome], path: Path, seconds: float) -> None
     )
     for o in outcomes:
         tc = ET.SubElement(suite, "testcase", classname=o.group, name=o.label, time=f"{o.wall_seconds:.3f}")
+        props = ET.SubElement(tc, "properties")
+        for key, value in properties(o).items():
+            ET.SubElement(props, "property", name=key, value=value)
         message = failure_message(o)
         if o.error is not None:
             ET.SubElement(tc, "error", message=message or "", type=o.error_kind or "error").text = message
@@ -67,4 +83,4 @@ def write_junit(outcomes: Sequence[Outcome], path: Path, seconds: float) -> None
     tree.write(path, encoding="utf-8", xml_declaration=True)
 
 
-__all__ = ["failure_message", "failure_type", "write_junit"]
+__all__ = ["PROPERTY_FIELDS", "failure_message", "failure_type", "properties", "write_junit"]

@@ -21,7 +21,7 @@ from typing import Any
 from compile_checks.errors import UnwritableOutput, UsageError
 from compile_checks.gate.commands import check_writable_file, exit_code, stdout_gone
 from compile_checks.gate.junit import write_junit
-from compile_checks.gate.outcome import Outcome
+from compile_checks.gate.outcome import Outcome, note_pipeline_verdicts
 from compile_checks.gate.outputs import json_document, print_results
 from compile_checks.vocab import ErrorKind, ExitCode, Pipeline
 
@@ -102,6 +102,7 @@ def merge_shards(paths: Sequence[Path]) -> MergedRun:
     shard_seconds = {f"{d['shard']['index']}/{count}": float(d.get("seconds", 0.0)) for _, d in docs}
     info = {"count": count, "plan_fingerprint": docs[0][1]["shard"]["plan_fingerprint"], "shard_seconds": shard_seconds}
     outcomes = [outcome_from_dict(found[label][1]) for label in plan_labels]
+    note_pipeline_verdicts(outcomes)  # a case's pipelines may have run in different shards
     return MergedRun(outcomes, max(shard_seconds.values()), notes, info)
 
 

@@ -7,6 +7,7 @@ the JUnit writer alike. A case that failed to compile carries its error instead 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +45,8 @@ class Outcome:
     error: str | None = None
     error_kind: ErrorKind | None = None
     retargeted_from: Pipeline | None = None  # PlannedCase.retargeted_from: the failure reason names the change
+    # pipeline -> clean of the same case in this run (set by the gate: :func:`note_pipeline_verdicts`)
+    pipeline_verdicts: dict[str, bool] = field(default_factory=dict)
     # a ranked case (compile_checks.ranks): ``rank N: why`` for each rank that missed its own expectation
     rank_failures: list[str] = field(default_factory=list)
     # ``--floor``: seconds per compiled region, the check's compile and the floor's (plain torch.compile
@@ -102,12 +105,30 @@ class Outcome:
             copies_listed=copies_listed,
             pipeline=self.pipeline,
             retargeted_from=self.retargeted_from,
+            observed=self.pipeline_verdicts,
         )
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d.update(verdict_met=self.verdict_met, passed=self.passed)
         return d
+
+
+def _case_key(o: Outcome) -> tuple[str, str]:
+    """The case behind an outcome, whatever pipeline it ran under: its target (``group`` without the
+    pipeline) and its name (``label`` without ``[pipeline]``: ``plan.pipeline_label``'s suffix)."""
+    return o.group.rsplit("/", 1)[0], o.label.removesuffix(f"[{o.pipeline}]")
+
+
+def note_pipeline_verdicts(outcomes: Sequence[Outcome]) -> None:
+    """Give each outcome the verdicts (pipeline -> clean) its case reached under every pipeline of this
+    run (the gate's, or ``merge``'s shards together): a failure's hint then states only what the run showed."""
+    by_case: dict[tuple[str, str], dict[str, bool]] = {}
+    for o in outcomes:
+        if o.clean is not None and o.error is None:
+            by_case.setdefault(_case_key(o), {})[str(o.pipeline)] = o.clean
+    for o in outcomes:
+        o.pipeline_verdicts = dict(by_case.get(_case_key(o), {}))
 
 
 def _phase_totals(report: Any) -> dict[str, float]:
@@ -177,4 +198,4 @@ def outcome_from_ranked(planned: PlannedCase, result: RankedResult) -> Outcome:
     )
 
 
-__all__ = ["Outcome", "outcome_from_ranked", "outcome_from_result"]
+__all__ = ["Outcome", "note_pipeline_verdicts", "outcome_from_ranked", "outcome_from_result"]

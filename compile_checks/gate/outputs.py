@@ -8,6 +8,7 @@ or removed (adding keys keeps it). Version 1: ``{"schema_version", "exit_code", 
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -19,7 +20,7 @@ from rich.table import Table
 from compile_checks.check.recompiles import graphs_cell
 from compile_checks.explain.grouping import alike, group_explanations
 from compile_checks.gate.outcome import Outcome
-from compile_checks.verdict import render_copy
+from compile_checks.verdict import bytes_per_call, copy_names, render_copy
 from compile_checks.vocab import PHASES
 
 SCHEMA_VERSION = 1
@@ -50,8 +51,9 @@ def json_document(
 
 def _console() -> Any:
     console = Console()
-    if not console.is_terminal:
-        console = Console(width=160)  # piped / CI logs: do not squeeze the table to 80 columns
+    if not console.is_terminal:  # piped / CI logs: COLUMNS when set, else 160 (not squeezed to 80)
+        columns = os.environ.get("COLUMNS", "")
+        console = Console(width=int(columns) if columns.isdigit() and int(columns) > 0 else 160)
     return console
 
 
@@ -67,10 +69,9 @@ def _verdict(o: Outcome) -> str:
         return _esc(o.report["verdict"])
     if o.clean:
         return "clean"
-    args = ",".join(sorted({c["arg"] for c in o.clones}))
     per_run = o.report.get("clone_bytes_per_run")
     run = f", {per_run} B/run" if per_run is not None else ""
-    return _esc(f"{len(o.clones)} clone(s) {args} {sum(c['nbytes'] for c in o.clones)} B/call{run}")
+    return _esc(f"{len(o.clones)} clone(s) {copy_names(o.clones)} {bytes_per_call(o.clones)}{run}")
 
 
 def _eager(o: Outcome) -> str:
@@ -99,22 +100,25 @@ def verdict_table(outcomes: Sequence[Outcome], title: str) -> Any:
 
 
 def timings_table(outcomes: Sequence[Outcome]) -> Any:
-    """Per case: seconds in each compile phase (summed over its regions), compile total, wall."""
+    """Per case: seconds in each compile phase (summed over its regions), compile total (dynamo's tracing
+    and the backend's phases), the rest of the wall (running the case and ``verify``), wall."""
     t = Table(title="timings (s)")
     for col in ("case", *PHASES, "compile", "run+verify", "wall"):
         t.add_column(col, justify="right" if col != "case" else "left")
     totals = dict.fromkeys((*PHASES, "compile", "rest", "wall"), 0.0)
     for o in outcomes:
-        rest = max(0.0, o.wall_seconds - o.compile_seconds)
+        # compile_seconds is the backend's (aot onwards); dynamo traces before it, so it is added here
+        compile_total = o.compile_seconds + (o.phase_seconds.get("dynamo") or 0.0)
+        rest = max(0.0, o.wall_seconds - compile_total)
         cells = []
         for p in PHASES:
             v = o.phase_seconds.get(p)
             cells.append("n/a" if v is None else f"{v:.2f}")
             totals[p] += v or 0.0
-        totals["compile"] += o.compile_seconds
+        totals["compile"] += compile_total
         totals["rest"] += rest
         totals["wall"] += o.wall_seconds
-        t.add_row(_esc(o.label), *cells, f"{o.compile_seconds:.2f}", f"{rest:.2f}", f"{o.wall_seconds:.2f}")
+        t.add_row(_esc(o.label), *cells, f"{compile_total:.2f}", f"{rest:.2f}", f"{o.wall_seconds:.2f}")
     has_phases = any(o.phase_seconds for o in outcomes)
     t.add_row(
         "[bold]total[/bold]",
@@ -150,19 +154,39 @@ def floor_table(outcomes: Sequence[Outcome]) -> Any:
     return t
 
 
-def case_lines(o: Outcome, verbose: bool = False) -> list[str]:
-    """What the gate prints under the table for one case: each surviving copy (a negative control's too:
-    the evidence it still sees the bug), each explanation once per group of copies it explains alike
-    (``layers 0-2: ...``; ``verbose``: every copy with its own), why the case failed, and a dump failure."""
+def _causes(copies: Sequence[Mapping[str, Any]]) -> str:
+    """The explanations' causes (``shared_storage``, ``read_after_write`` ...), each once, in first-seen order."""
+    causes = [str(c["explanation"]).split(":", 1)[0] for c in copies if c.get("explanation")]
+    return ", ".join(dict.fromkeys(causes)) or "not explained"
+
+
+def control_line(o: Outcome) -> str:
+    """A negative control that still clones, as expected: one line (its copies, their bytes, their cause)."""
     copies = [*o.clones, *o.other_clones]
+    return (
+        f"negative control still clones as expected: {len(copies)} cop{'y' if len(copies) == 1 else 'ies'} of "
+        f"{copy_names(copies)}, {bytes_per_call(copies)}; cause {_causes(copies)} (--verbose explains each)"
+    )
+
+
+def case_lines(o: Outcome, verbose: bool = False) -> list[str]:
+    """What the gate prints under the table for one case.
+
+    A negative control that passed (it still clones, as expected): one line, :func:`control_line`.
+    Otherwise (a failure, ``verbose``, or a clean case's copies of other inputs): each surviving copy,
+    each explanation once per group of copies it explains alike (``layers 0-2: ...``; ``verbose``:
+    every copy with its own), why the case failed, and a dump failure."""
+    copies = [*o.clones, *o.other_clones]
+    dump_failures = [f"dump failed (the verdict stands): {f}" for f in o.report.get("dump_failures", [])]
+    if o.passed and not o.expect_clean and copies and not verbose:
+        return [control_line(o), *dump_failures]
     keys = [alike(c["explanation"]) if c.get("explanation") else "" for c in copies]
     shared = set() if verbose else {k for k, n in Counter(k for k in keys if k).items() if n > 1}
     lines = [render_copy({**c, "explanation": None}) if k in shared else render_copy(c) for c, k in zip(copies, keys)]
     grouped = [(c["pool"], c["explanation"]) for c, k in zip(copies, keys) if k in shared]
     lines += [f"{label} ({count} copies): {text}" for label, text, count in group_explanations(grouped)]
     lines += o.failure_reasons(copies_listed=True)
-    lines += [f"dump failed (the verdict stands): {f}" for f in o.report.get("dump_failures", [])]
-    return lines
+    return lines + dump_failures
 
 
 def print_results(
@@ -179,9 +203,9 @@ def print_results(
     console.print(verdict_table(outcomes, title))
     for o in outcomes:
         for line in case_lines(o, verbose):
-            console.print(f"  {o.label}: {line}", highlight=False, markup=False)
+            console.print(f"  {o.label}: {line}", highlight=False, markup=False, soft_wrap=True)
     for n in notes:
-        console.print(f"note: {n}", highlight=False, markup=False)
+        console.print(f"note: {n}", highlight=False, markup=False, soft_wrap=True)
     if timings:
         console.print(timings_table(outcomes))
     floors = floor_table(outcomes)
@@ -194,6 +218,7 @@ def print_results(
 __all__ = [
     "SCHEMA_VERSION",
     "case_lines",
+    "control_line",
     "floor_table",
     "json_document",
     "print_results",

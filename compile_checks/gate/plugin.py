@@ -36,7 +36,6 @@ for the fixture pays nothing.
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -65,6 +64,7 @@ _MARKER_HELP = (
 
 def _marker_options(node: pytest.Item | None) -> dict[str, Any]:
     """The merged kwargs of every ``compile_checks`` marker on the test (closest wins)."""
+    __tracebackhide__ = True  # a bad marker fails with its message, not the plugin's frames
     options: dict[str, Any] = {}
     if node is None:
         return options
@@ -141,6 +141,7 @@ class PoolCloneCheck:
     def _finish(self, report: CloneReport, dump: Path, failure: Callable[[], str] | None) -> None:
         """Raise with the failure message and the dump (written now from the check's records when
         depyf did not run), or leave a passing check's requested dump."""
+        __tracebackhide__ = True  # pytest shows the test's own line, not the plugin's frames and their reports
         if failure is None:
             return
         if report.dump_dir is None:
@@ -151,6 +152,7 @@ class PoolCloneCheck:
 
     def _record(self, result: CaseResult, dump: Path) -> CaseResult:
         """Keep the result; fail the test unless it passed (:attr:`CaseResult.passed`)."""
+        __tracebackhide__ = True  # pytest shows the test's own line, not the plugin's frames and their reports
         self.results.append(result)
         self.reports.append(result.report)
         self._finish(result.report, dump, None if result.passed else lambda: _case_failure(result))
@@ -158,13 +160,13 @@ class PoolCloneCheck:
 
     def check(self, case: Case, *, analysis_only: bool | None = None) -> CaseResult:
         """Run ``case`` with :func:`~compile_checks.case.run_case`; fail the test unless it met its expectation."""
+        __tracebackhide__ = True  # pytest shows the test's own line, not the plugin's frames and their reports
         if not isinstance(case, Case):
             raise ValueError(f"check(case): case must be a compile_checks.Case, got {type(case).__name__}")
         mode = self.analysis_only if analysis_only is None else analysis_only
         dump = self._next_dir()
         return self._record(run_case(case, analysis_only=mode, dump_dir=self._dump_dir(dump)), dump)
 
-    @contextlib.contextmanager
     def session(
         self,
         pools: Mapping[str, torch.Tensor] | None = None,
@@ -174,7 +176,7 @@ class PoolCloneCheck:
         functionalization: str | None = None,
         inductor_config: Mapping[str, Any] | None = None,
         analysis_only: bool | None = None,
-    ) -> Iterator[CheckSession]:
+    ) -> SessionBlock:
         """A check around a host loop: ``with ...session(pools=...) as s: step = s.compile(fn); ...``.
 
         The session is a :class:`~compile_checks.case.Case` named ``"session"`` whose steps are the
@@ -192,12 +194,7 @@ class PoolCloneCheck:
             inductor_config=dict(inductor_config or {}),
         )
         mode = self.analysis_only if analysis_only is None else analysis_only
-        dump = self._next_dir()
-        started = time.perf_counter()
-        check = check_session(case, analysis_only=mode, dump_dir=self._dump_dir(dump))
-        with check:
-            yield CheckSession(check, case.pipeline)
-        self._record(case_result(case, check, None, started=started), dump)
+        return SessionBlock(self, case, mode)
 
     def analyze(
         self, fn: Callable[..., Any], *args: Any, pools: Mapping[str, torch.Tensor] | None = None, **kwargs: Any
@@ -213,6 +210,7 @@ class PoolCloneCheck:
         self, fn: Callable[..., Any], *args: Any, pools: Mapping[str, torch.Tensor] | None = None, **kwargs: Any
     ) -> CloneReport:
         """Fail the test (AssertionError with file:line of each clone) unless the check passed."""
+        __tracebackhide__ = True  # pytest shows the test's own line, not the plugin's frames and their reports
         from compile_checks.api import analyze_pool_clones, format_report  # lazy: api imports torch
 
         dump = self._next_dir()
@@ -220,6 +218,32 @@ class PoolCloneCheck:
         self.reports.append(report)
         self._finish(report, dump, None if report.check_passed else lambda: format_report(report))
         return report
+
+
+class SessionBlock:
+    """The ``with`` block of :meth:`PoolCloneCheck.session`: a class, not a generator, so that a failing
+    verdict raised on leaving the block shows the test's line, not ``contextlib``'s frames."""
+
+    def __init__(self, owner: PoolCloneCheck, case: Case, analysis_only: bool) -> None:
+        self.owner, self.case, self.analysis_only = owner, case, analysis_only
+        self.dump = owner._next_dir()
+        self.started = 0.0
+        self.check: CloneCheck | None = None
+
+    def __enter__(self) -> CheckSession:
+        self.started = time.perf_counter()
+        self.check = check_session(
+            self.case, analysis_only=self.analysis_only, dump_dir=self.owner._dump_dir(self.dump)
+        )
+        self.check.__enter__()
+        return CheckSession(self.check, self.case.pipeline)
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
+        __tracebackhide__ = True  # pytest shows the test's own line, not the plugin's frames and their reports
+        assert self.check is not None
+        self.check.__exit__(exc_type, exc, tb)
+        if exc_type is None:
+            self.owner._record(case_result(self.case, self.check, None, started=self.started), self.dump)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -246,18 +270,21 @@ def pytest_configure(config: pytest.Config) -> None:
 # trylast: inside pytest's own logging wrapper, which has attached its handlers by then
 @pytest.hookimpl(wrapper=True, trylast=True)
 def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    __tracebackhide__ = True
     with torch_trace_uncaptured():
         return (yield)
 
 
 @pytest.hookimpl(wrapper=True, trylast=True)
 def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    __tracebackhide__ = True
     with torch_trace_uncaptured():
         return (yield)
 
 
 @pytest.hookimpl(wrapper=True, trylast=True)
 def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
+    __tracebackhide__ = True
     with torch_trace_uncaptured():
         return (yield)
 
@@ -265,6 +292,7 @@ def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
 @pytest.fixture
 def pool_clone_check(tmp_path: Path, request: pytest.FixtureRequest) -> PoolCloneCheck:
     """Checks that compiled code leaves no functionalization clone of the named pools."""
+    __tracebackhide__ = True
     keep = bool(request.config.getoption("--keep-compile-dumps", default=False))
     analysis_only = bool(request.config.getoption("--compile-checks-analysis-only", default=False))
     options = _marker_options(request.node if isinstance(request.node, pytest.Item) else None)

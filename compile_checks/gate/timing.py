@@ -1,4 +1,5 @@
-"""The gate's cost against ``python -c "import torch"`` (``--timings``), and its progress bar."""
+"""The gate's cost against ``python -c "import torch"`` (``--timings``), and its progress display
+(a bar on a terminal, a line per finished case elsewhere)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
 from tqdm import tqdm
 
@@ -47,11 +48,30 @@ def import_torch_comparison(gate_seconds: float, import_torch: Sequence[float]) 
     )
 
 
-def progress_callback(total: int, enabled: bool) -> tuple[Callable[[Outcome], None] | None, Callable[[], None]]:
-    """A tqdm bar on the real stderr when it is a terminal (and ``enabled``); (callback, close)."""
-    stream = terminal()  # torch's stderr may be held (stderr_noise); the bar is ours
-    if not enabled or not stream.isatty():
+def case_line(o: Outcome, done: int, total: int) -> str:
+    """One finished case, plain text (a CI log's live line): ``[3/24] split[vllm] pass 2.1 s``."""
+    result = "pass" if o.passed else ("ERROR" if o.error is not None else "FAIL")
+    return f"gate [{done}/{total}] {o.label} {result} {o.wall_seconds:.1f} s"
+
+
+def progress_callback(
+    total: int, enabled: bool, stream: TextIO | None = None
+) -> tuple[Callable[[Outcome], None] | None, Callable[[], None]]:
+    """The progress display on the real stderr (``enabled``); (callback, close).
+
+    On a terminal a tqdm bar; elsewhere (a CI log, a pipe) one plain line per finished case as it
+    finishes, flushed, as pytest prints: no carriage returns in a log."""
+    stream = stream or terminal()  # torch's stderr may be held (stderr_noise); the display is ours
+    if not enabled:
         return None, lambda: None
+    if not stream.isatty():
+        count = [0]
+
+        def line(o: Outcome) -> None:
+            count[0] += 1
+            print(case_line(o, count[0], total), file=stream, flush=True)
+
+        return line, lambda: None
     bar = tqdm(total=total, desc="gate", unit="case", file=stream, leave=False)
 
     def done(o: Outcome) -> None:
@@ -61,4 +81,4 @@ def progress_callback(total: int, enabled: bool) -> tuple[Callable[[Outcome], No
     return done, bar.close
 
 
-__all__ = ["import_torch_comparison", "import_torch_seconds", "process_seconds", "progress_callback"]
+__all__ = ["case_line", "import_torch_comparison", "import_torch_seconds", "process_seconds", "progress_callback"]

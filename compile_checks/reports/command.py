@@ -18,25 +18,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
 from compile_checks.errors import UnwritableOutput, UsageError
-from compile_checks.gate.config import ConfigError, load_config
 from compile_checks.gate.outdir import writable_dir_problem
 from compile_checks.gate.stderr_noise import terminal
 from compile_checks.gate.targets import TargetError, load_targets
 from compile_checks.pipelines.vllm_env import prepare_process_for_vllm
-from compile_checks.reports import run as report_run
 from compile_checks.reports.builtin import (
     default_scenario_names,
     unknown_scenarios,
     with_pool_variants,
 )
-from compile_checks.reports.measure import (
-    DEFAULT_ROUNDS,
-    measure,
-    scenario_measure_case,
-)
+from compile_checks.reports.measure import DEFAULT_ROUNDS
+from compile_checks.reports.planning import plan_runs, project_config, report_pipelines
+from compile_checks.reports.tables import report_tables
 from compile_checks.vocab import ExitCode, Mode
 
 REPORT_EXTRA: tuple[str, ...] = ("pandas", "matplotlib", "tabulate", "tqdm")
@@ -50,6 +44,7 @@ class ReportRequest:
     out: Path | None = None
     targets: tuple[str, ...] = ()
     scenarios: tuple[str, ...] = ()
+    pipelines: tuple[str, ...] = ()  # empty: [tool.compile_checks] pipelines, else each case's own
     baseline: Path | None = None
     write_baseline: Path | None = None
     video_chunks: int | None = None
@@ -73,12 +68,8 @@ def check_writable(out: Path) -> None:
 
 
 def pyproject_targets(directory: Path) -> tuple[list[str], Path] | None:
-    """``[tool.compile_checks] targets`` of ``directory/pyproject.toml`` (None: no file or no key),
-    read and validated by the gate's own :func:`compile_checks.gate.config.load_config`."""
-    try:
-        config = load_config(directory / "pyproject.toml")
-    except ConfigError as e:
-        raise UsageError(str(e)) from e
+    """``[tool.compile_checks] targets`` of ``directory/pyproject.toml`` (None: no file or no key)."""
+    config = project_config(directory)
     if config is None or not config.targets:
         return None
     return list(config.targets), config.base_dir
@@ -147,9 +138,21 @@ def run_report(req: ReportRequest) -> ExitCode:
     check_writable(req.out)
     if req.write_baseline is not None:
         check_writable(req.write_baseline.parent)
+    pipelines, where = report_pipelines(req.pipelines, Path.cwd())
+    print(f"report: pipelines {', '.join(pipelines) or '-'} ({where})", flush=True)
+    runs = plan_runs([registry[n] for n in names], cases, pipelines)
+    if not runs:
+        raise UsageError(f"nothing to report: no case runs under the pipelines {', '.join(pipelines)}")
     started = time.perf_counter()
     try:
-        df, nodes = _tables(req, [registry[n] for n in names], cases, got["video_chunks"])
+        df, nodes = report_tables(
+            runs,
+            req.mode,
+            got["video_chunks"],
+            progress=req.progress,
+            dump_root=req.out / "dumps" if req.dumps else None,
+            rounds=(req.rounds or DEFAULT_ROUNDS) if req.measure else None,
+        )
     except Exception as e:
         _err(f"a case failed: {type(e).__name__}: {e}")
         try:
@@ -161,44 +164,6 @@ def run_report(req: ReportRequest) -> ExitCode:
     return _finish(req, got, df, nodes, started)
 
 
-def _dump_dir(req: ReportRequest, name: str) -> str | None:
-    return str(req.out / "dumps" / name) if req.dumps and req.out is not None else None
-
-
-def _tables(req: ReportRequest, scenarios: list[Any], cases: list[Any], video_chunks: int) -> tuple[Any, Any]:
-    """Run every case (built-in, then the user's) and build the row and node tables."""
-    # here, not at the top: pandas, the report extra's (checked first, in run_report)
-    from compile_checks.reports import traffic as tr
-
-    builtin, targets = [], []
-    with tqdm(
-        total=len(scenarios) + len(cases), desc="report", unit="case", disable=not req.progress, file=terminal()
-    ) as bar:
-        for s in scenarios:
-            bar.set_postfix_str(s.name)
-            builtin.append(report_run.run_builtin(s, req.mode, _dump_dir(req, s.name)))
-            bar.update(1)
-        for case in cases:
-            bar.set_postfix_str(case.name)
-            targets.append(report_run.run_for_report(case, req.mode, _dump_dir(req, case.name)))
-            bar.update(1)
-    ms: dict[str, float] = {}
-    if req.measure:
-        todo = [scenario_measure_case(s) for s in scenarios] + [(c, None) for c in cases]
-        ms = measure(todo, rounds=req.rounds or DEFAULT_ROUNDS)
-    made = [
-        tr.traffic_row_and_nodes(
-            r, video_chunks, ms_per_step=ms.get(r.scenario.name, tr.NAN), analysis_only=req.mode.analysis_only
-        )
-        for r in builtin
-    ]
-    made += [
-        tr.case_row_and_nodes(r.result, r.calls, r.ideal, video_chunks, ms.get(r.result.case.name, tr.NAN))
-        for r in targets
-    ]
-    return tr.traffic_table([row for row, _ in made]), tr.nodes_table([n for _, nodes in made for n in nodes])
-
-
 def _finish(req: ReportRequest, got: dict[str, Any], df: Any, nodes: Any, started: float) -> ExitCode:
     # here, not at the top: both import pandas, the report extra's (checked first, in run_report)
     from compile_checks.reports import baseline as bl
@@ -206,7 +171,7 @@ def _finish(req: ReportRequest, got: dict[str, Any], df: Any, nodes: Any, starte
 
     assert req.out is not None
     entries = {
-        str(r["scenario"]): bl.BaselineEntry(int(r["surviving_clones"]), float(r["extra_bytes_per_step"]))
+        str(r["case"]): bl.BaselineEntry(int(r["surviving_clones"]), float(r["extra_bytes_per_step"]))
         for _, r in df.iterrows()
     }
     try:

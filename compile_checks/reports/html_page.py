@@ -27,7 +27,7 @@ STATUS_COLOURS: dict[str, str] = {
 
 # (column, heading, kind): kind "bytes" -> human size, "ratio" -> 1.23x, "ms" -> 0.123, else as is
 PAGE_COLUMNS: tuple[tuple[str, str, str], ...] = (
-    ("scenario", "case", "text"),
+    ("case", "case", "text"),
     ("pipeline", "pipeline", "text"),
     ("pool_bytes", "pool", "bytes"),
     ("surviving_clones", "clones", "text"),
@@ -70,7 +70,7 @@ def _summary(df: pd.DataFrame) -> str:
     if bad.empty:
         return f"All {len(df)} case(s) met their expectation."
     return f"<strong>{len(bad)} of {len(df)} case(s) did not meet their expectation:</strong> " + ", ".join(
-        html.escape(str(n)) for n in bad["scenario"]
+        html.escape(str(n)) for n in bad["case"]
     )
 
 
@@ -81,14 +81,14 @@ def html_report(df: pd.DataFrame, video_chunks: int, plot_png: Path | None = Non
     for _, row in df.iterrows():
         cells = "".join(_cell(row[c], kind) for c, _, kind in PAGE_COLUMNS)
         body.append(
-            f'<tr data-case="{html.escape(str(row["scenario"]))}" '
+            f'<tr data-case="{html.escape(str(row["case"]))}" '
             f'data-status="{html.escape(str(row["status"]))}">{cells}</tr>'
         )
     verdicts = "".join(f"<li>{html.escape(str(v))}</li>" for v in df["verdict"])
     img = ""
     if plot_png is not None and plot_png.is_file():
         data = base64.b64encode(plot_png.read_bytes()).decode("ascii")
-        img = f'<h2>Traffic vs pool size</h2><img alt="traffic plot" src="data:image/png;base64,{data}">'
+        img = f'<h2>Traffic per step</h2><img alt="traffic plot" src="data:image/png;base64,{data}">'
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>KV-pool traffic report</title><style>{_CSS}</style></head>
 <body>

@@ -1,5 +1,6 @@
-"""The report's files: traffic.csv (all columns, raw), traffic_nodes.csv (one row per extra
-copy), traffic.md (essential columns), traffic.png and traffic.html (the plot embedded)."""
+"""The report's files: traffic.csv (every column some case has a value for, raw: ``traffic.tidy_table``),
+traffic_nodes.csv (one row per extra copy), traffic.md (essential columns), traffic.png and traffic.html
+(the plot embedded)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,11 @@ from typing import Any
 
 import pandas as pd
 
-from compile_checks.reports.traffic import format_bytes
+from compile_checks.reports.traffic import format_bytes, tidy_table
 
 # the essential columns, in the Markdown table, with their headings
 MD_COLUMNS: Mapping[str, str] = {
-    "scenario": "case",
+    "case": "case",
     "pipeline": "pipeline",
     "pool_bytes": "pool",
     "surviving_clones": "clones",
@@ -76,7 +77,7 @@ def write_outputs(df: pd.DataFrame, nodes: pd.DataFrame, out: Path, video_chunks
     from compile_checks.reports.html_page import html_report
     from compile_checks.reports.plot import plot_traffic
 
-    df.to_csv(out / "traffic.csv", index=False)
+    tidy_table(df).to_csv(out / "traffic.csv", index=False)
     nodes.to_csv(out / "traffic_nodes.csv", index=False)
     (out / "traffic.md").write_text(markdown_report(df, video_chunks))
     png = plot_traffic(df, out / "traffic.png", bench_df)

@@ -1,9 +1,11 @@
-"""The traffic plot: bytes per step (ideal vs ideal + extra) against pool size, one line pair per layout.
+"""The traffic plot: bytes per step (ideal and extra), for any set of cases.
 
-ideal + extra is computed from the graph (clone + copy-back), not measured: a layout
-whose copies survive climbs with the pool while its ideal stays flat; a clean
-layout's two lines coincide. Measured time per step (``--measure``) and benchmark
-data (``reports.bench`` CSV) get a panel each.
+A variant checked at several pool sizes (the built-in pool-size variants) gets a line pair against
+pool size: ideal + extra (computed from the graph: clone + copy-back, not measured) climbs with the
+pool where copies survive while the ideal stays flat; a clean layout's two lines coincide. Every
+case checked at one pool size (a user's cases, usually) gets a bar, ideal and extra stacked, one per
+case and pipeline. Measured time per step (``--measure``) and benchmark data (``reports.bench`` CSV)
+get a panel each.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import pandas as pd
 from matplotlib.ticker import NullFormatter
 
 from compile_checks.errors import CompileChecksError
-from compile_checks.reports.traffic import MIB
+from compile_checks.reports.traffic import MIB, format_bytes
 
 
 def _size_ticks(ax, pool_bytes: pd.Series) -> None:  # type: ignore[no-untyped-def]
@@ -54,20 +56,15 @@ def _style_pool_axis(ax: Any, pool_bytes: pd.Series, ylabel: str, title: str) ->
 
 
 def _variant_keys(df: pd.DataFrame) -> pd.Series:
-    """One line pair per model variant: the same layout under v1/v2 or another dtype is another
-    line; a user's case (no layout) is its own line."""
-    built = df["layout"].fillna("") + " " + df["functionalization"].astype(str) + " " + df["dtype"].astype(str)
-    return built.where(df["layout"].fillna("") != "", df["scenario"])
+    """One line pair per model variant: the same layout under v1/v2, another dtype or another pipeline
+    is another line; a user's case (no layout) is its own, by its label (``name[pipeline]``)."""
+    layout = df["layout"].fillna("")
+    built = layout + " " + df["functionalization"].astype(str) + " " + df["dtype"].astype(str)
+    built = built.where(df["pipeline"].astype(str) == "stock", built + " [" + df["pipeline"].astype(str) + "]")
+    return built.where(layout != "", df["case"])
 
 
-def plot_traffic(df: pd.DataFrame, path: str | Path, bench: pd.DataFrame | None = None) -> Path:
-    """Write the PNG; returns its path."""
-    measured = df[df["ms_per_step"].notna()] if "ms_per_step" in df else df.iloc[0:0]
-    has_bench = bench is not None and not bench.empty
-    panels = 1 + (not measured.empty) + has_bench
-    fig, axes = plt.subplots(1, panels, figsize=(6.5 * panels, 4.5), squeeze=False)
-    ax = axes[0][0]
-    keys = _variant_keys(df)
+def _lines(ax: Any, df: pd.DataFrame, keys: pd.Series) -> None:
     for variant, group in df.groupby(keys, sort=True):
         g = group.drop_duplicates("pool_bytes").sort_values("pool_bytes")
         x = g["pool_bytes"] / MIB
@@ -87,14 +84,56 @@ def plot_traffic(df: pd.DataFrame, path: str | Path, bench: pd.DataFrame | None 
         "memory traffic per step (MiB, run average, from the graph)",
         "KV traffic per step vs pool size",
     )
+
+
+def _bars(ax: Any, df: pd.DataFrame) -> None:
+    """One bar per case (and pipeline): the ideal, the extra stacked on it; an ideal not known is left out."""
+    labels = [f"{c}\n{format_bytes(p)} pool" for c, p in zip(df["case"], df["pool_bytes"])]
+    ideal = (df["ideal_bytes_per_step"].fillna(0.0) / MIB).to_numpy(dtype=float)
+    extra = (df["extra_bytes_per_step"].fillna(0.0) / MIB).to_numpy(dtype=float)
+    x = np.arange(len(df))
+    ax.bar(x, ideal, label="ideal", color="#3b6ea5")
+    ax.bar(x, extra, bottom=ideal, label="extra (clone + copy-back)", color="#b00020")
+    ax.set_xticks(x)
+    ax.set_xticklabels(labels, rotation=30 if len(df) > 4 else 0, ha="right" if len(df) > 4 else "center", fontsize=7)
+    ax.set_ylabel("memory traffic per step (MiB, run average, from the graph)")
+    top = float(np.max(ideal + extra, initial=0.0))
+    if top > 0:
+        ax.set_ylim(0, top * 1.3)  # room for the legend above the tallest bar
+    ax.set_title("KV traffic per step, per case")
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left", ncol=2)
+
+
+def traffic_panels(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(rows drawn as lines against pool size, rows drawn as bars): a variant with several pool sizes
+    is a line pair, every other row a bar."""
+    keys = _variant_keys(df)
+    sizes = df.groupby(keys)["pool_bytes"].transform("nunique")
+    return df[sizes > 1], df[sizes <= 1]
+
+
+def plot_traffic(df: pd.DataFrame, path: str | Path, bench: pd.DataFrame | None = None) -> Path:
+    """Write the PNG; returns its path."""
+    measured = df[df["ms_per_step"].notna()] if "ms_per_step" in df else df.iloc[0:0]
+    has_bench = bench is not None and not bench.empty
+    lines, bars = traffic_panels(df)
+    panels = (not lines.empty) + (not bars.empty) + (not measured.empty) + has_bench
+    fig, axes = plt.subplots(1, max(1, panels), figsize=(6.5 * max(1, panels), 4.5), squeeze=False)
+    at = iter(axes[0])
+    if not lines.empty:
+        _lines(next(at), lines, _variant_keys(lines))
+    if not bars.empty:
+        _bars(next(at), bars)
     if not measured.empty:
-        mx = axes[0][1]
+        mx = next(at)
+        keys = _variant_keys(df)
         for variant, group in measured.groupby(keys[measured.index], sort=True):
             g = group.drop_duplicates("pool_bytes").sort_values("pool_bytes")
             mx.plot(g["pool_bytes"] / MIB, g["ms_per_step"], marker="o", label=variant)
         _style_pool_axis(mx, measured["pool_bytes"], "measured ms per step (median)", "measured (--measure)")
     if bench is not None and has_bench:
-        bx = axes[0][panels - 1]
+        bx = next(at)
         for device, group in bench.groupby("device", sort=True):
             g = group.sort_values("pool_bytes")
             bx.plot(g["pool_bytes"] / MIB, g["split_median_ms"], marker="o", label=f"{device} split")

@@ -69,16 +69,19 @@ class ScenarioRun:
     ideal_write_bytes: int  # each chunk's K/V, every layer, once
     compile_seconds: float
     wall_seconds: float
+    pipeline: str = "stock"  # the pipeline it was compiled through
 
 
-def run_builtin(scenario: Scenario, mode: Mode, dump_dir: str | None = None) -> ScenarioRun:
-    """The built-in scenario as a Case on the stock pipeline, through :func:`run_for_report`."""
+def run_builtin(
+    scenario: Scenario, mode: Mode, dump_dir: str | None = None, pipeline: Pipeline = Pipeline.STOCK
+) -> ScenarioRun:
+    """The built-in scenario as a Case on ``pipeline``, through :func:`run_for_report`."""
     # here, not at the top: importing the scenarios imports vLLM (only after prepare_process_for_vllm)
     from compile_checks.scenarios import scenario_case
 
-    run = run_for_report(scenario_case(scenario, Pipeline.STOCK), mode, dump_dir)
+    run = run_for_report(scenario_case(scenario, pipeline), mode, dump_dir)
     stats = run.result.output  # the scenario driver's RunStats
-    functionalization = scenario.functionalization or pipeline_settings(Pipeline.STOCK).functionalization
+    functionalization = scenario.functionalization or pipeline_settings(pipeline).functionalization
     return ScenarioRun(
         scenario=dataclasses.replace(scenario, functionalization=functionalization),
         report=run.result.report,
@@ -88,6 +91,7 @@ def run_builtin(scenario: Scenario, mode: Mode, dump_dir: str | None = None) -> 
         ideal_write_bytes=scenario.ideal_write_bytes,
         compile_seconds=run.result.compile_seconds,
         wall_seconds=run.result.wall_seconds,
+        pipeline=str(pipeline),
     )
 
 

@@ -45,7 +45,7 @@ STATUSES: tuple[str, ...] = ("clean", "expected clones", "REGRESSION", "UNEXPECT
 class TrafficRow:
     """One case; byte counts are per run-average step unless named otherwise (NaN: not known)."""
 
-    scenario: str
+    case: str  # the case's label: its name, with ``[pipeline]`` under a pipeline other than stock
     source: str  # "builtin" | "target"
     pipeline: str
     layout: str
@@ -207,7 +207,7 @@ def _row(
     status = status_of(run.expect_clean, len(report.clones), len(report.problems))
     kernel = NAN if run.analysis_only else per_unit(acc.kernel_bytes_per_run(report), run.num_steps)
     row = TrafficRow(
-        scenario=run.name,
+        case=run.name,
         expect_clean=run.expect_clean,
         status=status,
         surviving_clones=len(report.clones),
@@ -244,13 +244,14 @@ def traffic_row_and_nodes(
 ) -> tuple[TrafficRow, list[acc.NodeCost]]:
     """A built-in scenario's run (``reports.run.ScenarioRun``) as one row, and its per-node extra bytes."""
     s = result.scenario
+    pipeline = str(getattr(result, "pipeline", "stock"))
     ideal_run = result.ideal_read_bytes + result.ideal_write_bytes
     modelled = ideal_video_bytes(s, result.num_chunks)
     ideal_video = None
     if modelled is not None and modelled == ideal_run:
         ideal_video = (float(ideal_video_bytes(s, video_chunks)), "window model")  # type: ignore[arg-type]
     run = _Run(
-        name=s.name,
+        name=s.name if pipeline == "stock" else f"{s.name}[{pipeline}]",  # the gate's labels (pipeline_label)
         report=result.report,
         expect_clean=bool(getattr(s, "expect_clean", True)),
         num_steps=result.num_steps,
@@ -263,7 +264,7 @@ def traffic_row_and_nodes(
     )
     fields = dict(
         source="builtin",
-        pipeline=str(getattr(s, "pipeline", "stock")),
+        pipeline=pipeline,
         layout=s.layout,
         num_layers=float(s.num_layers),
         layers_per_region=float(s.layers_per_region),
@@ -321,7 +322,7 @@ def case_row_and_nodes(
     dtypes = sorted({str(t.dtype).removeprefix("torch.") for t in case.pools.values()})
     fields = dict(
         source="target",
-        pipeline=case.pipeline,
+        pipeline=str(case.pipeline),
         layout="",
         num_layers=NAN,
         layers_per_region=NAN,
@@ -339,6 +340,26 @@ def case_row_and_nodes(
 def traffic_table(rows: Iterable[TrafficRow]) -> pd.DataFrame:
     """One row per case, raw numbers (what traffic.csv holds)."""
     return pd.DataFrame([r.to_dict() for r in rows], columns=list(COLUMNS))
+
+
+# counts stored as floats so that NaN can say "not known" (a user's case has no layers or chunk size)
+INTEGER_COLUMNS: tuple[str, ...] = (
+    "num_layers", "layers_per_region", "batch", "chunk_size", "denoise_steps", "num_chunks",
+)  # fmt: skip
+
+
+def tidy_table(df: pd.DataFrame) -> pd.DataFrame:
+    """The table as traffic.csv and :func:`compile_checks.reports.traffic_frame` give it: without the
+    columns no row has a value for (a user's cases have no layers, an analysis-only run no kernel
+    estimate), and counts as integers (pandas' nullable ``Int64`` where some rows have none)."""
+    empty = [c for c in df.columns if (df[c].isna() | (df[c].astype(str) == "")).all()]  # a user's layout is ""
+    out = df.drop(columns=empty)
+    for col in INTEGER_COLUMNS:
+        if col in out.columns:
+            values = out[col].dropna()
+            if values.map(lambda v: float(v).is_integer()).all():
+                out[col] = out[col].astype("Int64")
+    return out
 
 
 def nodes_table(nodes: Iterable[acc.NodeCost]) -> pd.DataFrame:

@@ -1,0 +1,126 @@
+"""The report for any set of cases: the gate's pipelines (said, never silently stock), the CSV's ``case``
+column without all-NaN columns and with integer counts, a plot that reads at one pool size, a line per
+case in a CI log, and :func:`compile_checks.reports.frame.traffic_frame`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from test_reports_cli import ROOT, _fake_registry, report
+
+from compile_checks.check.findings import CloneReport
+from compile_checks.reports import run as report_run
+from compile_checks.reports.plot import traffic_panels
+from compile_checks.reports.traffic import INTEGER_COLUMNS, tidy_table, traffic_table
+
+CASES = str(ROOT / "tests" / "report_cases" / "paged_step.py") + ":cases"
+
+
+def _fake_run_case(seen: list[tuple[str, str]]):  # type: ignore[no-untyped-def]
+    """run_case without a compile: records (label, pipeline), one call of the compiled step."""
+    from compile_checks.case import CaseResult
+
+    def fake(case, *, analysis_only=False, dump_dir=None):  # type: ignore[no-untyped-def]
+        seen.append((case.name, str(case.pipeline)))
+        output = case.driver(lambda *args, **kwargs: None)
+        report = CloneReport(num_regions=1, region_calls={0: 1})
+        return CaseResult(case=case, report=report, output=output, analysis_only=analysis_only)
+
+    return fake
+
+
+def test_the_report_runs_the_gates_pipelines_and_says_where_they_came_from(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    runs = _fake_registry(monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pyproject.toml").write_text('[tool.compile_checks]\npipelines = ["stock", "vllm"]\n')
+    assert report(["--out", str(tmp_path / "a"), "--no-progress", "--scenario", "split"]) == 0
+    assert runs == {"split": 1, "split[vllm]": 1}
+    assert "report: pipelines stock, vllm ([tool.compile_checks] pipelines)" in capsys.readouterr().out
+    df = pd.read_csv(tmp_path / "a" / "traffic.csv")
+    assert list(zip(df["case"], df["pipeline"])) == [("split", "stock"), ("split[vllm]", "vllm")]
+    # --pipeline over the table; and the negative control: no table, no option -> each case's own, said so
+    assert report(["--out", str(tmp_path / "b"), "--no-progress", "--scenario", "fused", "--pipeline", "vllm"]) == 0
+    assert "fused[vllm]" in runs and "fused" not in runs
+    (tmp_path / "pyproject.toml").unlink()
+    assert report(["--out", str(tmp_path / "c"), "--no-progress", "--scenario", "fused"]) == 0
+    assert runs["fused"] == 1 and "pipelines - (each case's own" in capsys.readouterr().out
+
+
+def test_the_csv_names_the_case_drops_empty_columns_and_writes_counts_as_ints(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    seen: list[tuple[str, str]] = []
+    monkeypatch.setattr(report_run, "run_case", _fake_run_case(seen))
+    assert report(["--out", str(tmp_path), "--no-progress", "--target", CASES, "--pipeline", "stock"]) == 0
+    text = (tmp_path / "traffic.csv").read_text()
+    df = pd.read_csv(tmp_path / "traffic.csv")
+    assert df.columns[0] == "case" and "scenario" not in df.columns
+    assert not [c for c in df.columns if df[c].isna().all()]  # no column a user's case leaves empty
+    assert "num_layers" not in df.columns and "chunk_size" not in df.columns
+    assert str(df["num_steps"].dtype) == "int64" and ",1.0," not in text
+
+
+def test_tidy_table_is_what_makes_the_difference() -> None:
+    """The negative control of the CSV test: the raw table has the all-NaN and float columns tidy_table removes."""
+    from test_reports_traffic import FakeResult, FakeScenario
+
+    from compile_checks.reports.traffic import traffic_row
+
+    raw = traffic_table([traffic_row(FakeResult(FakeScenario(), CloneReport(num_regions=1)))])
+    assert raw["ms_per_step"].isna().all() and raw["num_layers"].dtype == float
+    tidy = tidy_table(raw)
+    assert "ms_per_step" not in tidy.columns and "ms_per_step" in raw.columns
+    assert all(str(tidy[c].dtype) == "Int64" for c in INTEGER_COLUMNS if c in tidy.columns)
+    assert tidy["num_layers"].tolist() == [2]
+
+
+def test_the_plot_draws_lines_only_for_a_variant_at_several_pool_sizes() -> None:
+    def row(case: str, layout: str, pool: int) -> dict[str, object]:
+        return {
+            "case": case,
+            "layout": layout,
+            "functionalization": "v2",
+            "dtype": "float32",
+            "pipeline": "stock",
+            "pool_bytes": pool,
+        }
+
+    users = pd.DataFrame([row("mine", "", 1 << 20), row("mine[vllm]", "", 1 << 20), row("other", "", 1 << 20)])
+    users.loc[1, "pipeline"] = "vllm"
+    lines, bars = traffic_panels(users)
+    assert lines.empty and list(bars["case"]) == ["mine", "mine[vllm]", "other"]  # one bar per case and pipeline
+    sizes = pd.DataFrame([row("fused", "fused", 1 << 20), row("fused_pool64MiB", "fused", 64 << 20)])
+    lines, bars = traffic_panels(pd.concat([sizes, users], ignore_index=True))
+    assert list(lines["case"]) == ["fused", "fused_pool64MiB"] and len(bars) == 3  # the control: several sizes
+
+
+def test_off_a_terminal_the_report_prints_a_line_per_case_and_no_bar(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _fake_registry(monkeypatch)
+    assert report(["--out", str(tmp_path / "a"), "--scenario", "split", "--scenario", "fused"]) == 0
+    err = capsys.readouterr().err
+    assert "report [1/2] split " in err and "report [2/2] fused " in err and "\r" not in err
+    assert report(["--out", str(tmp_path / "b"), "--scenario", "split", "--no-progress"]) == 0
+    assert "report [" not in capsys.readouterr().err  # the negative control: --no-progress prints none
+
+
+def test_traffic_frame_returns_the_csvs_table(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from compile_checks.reports.frame import traffic_frame
+
+    seen: list[tuple[str, str]] = []
+    monkeypatch.setattr(report_run, "run_case", _fake_run_case(seen))
+    df = traffic_frame([CASES], pipelines=["stock", "vllm"], base_dir=tmp_path)
+    assert list(df["case"]) == ["my_split", "my_fused", "my_split[vllm]", "my_fused[vllm]"]
+    assert seen == [
+        ("my_split", "stock"),
+        ("my_fused", "stock"),
+        ("my_split[vllm]", "vllm"),
+        ("my_fused[vllm]", "vllm"),
+    ]
+    assert list(df["expect_clean"]) == [True, False, True, False]
+    assert not [c for c in df.columns if df[c].isna().all()]
