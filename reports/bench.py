@@ -14,13 +14,17 @@ Each sample times enough back-to-back steps to last ~20 ms. Pools are freed
 between sizes. CUDA runs when ``torch.cuda.is_available()``; otherwise it is
 skipped with a printed reason.
 
-Not a test: run it by hand (see the README, "Benchmark").
+Not a test: run it by hand (see the docs, "Performance"); ``bench.json`` (command, machine, rows)
+is what the docs' performance page is generated from.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import json
+import os
+import platform
 import statistics
 import sys
 import time
@@ -365,6 +369,33 @@ def _hotpath_tables(out: Path) -> str:
     return md
 
 
+def machine_facts() -> dict[str, object]:
+    """What ran the bench: the docs' performance page prints it beside every figure."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
+    except OSError:
+        pass
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "system": f"{platform.system()} {platform.machine()}",
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+    }
+
+
+def write_results(out: Path, df: pd.DataFrame, command: str) -> Path:
+    """bench.json: the command, the machine and the rows; the docs' performance page is generated from it."""
+    path = out / "bench.json"
+    doc = {"command": command, "machine": machine_facts(), "rows": df.to_dict(orient="records")}
+    path.write_text(json.dumps(doc, indent=2) + "\n")
+    return path
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.rounds < 1 or args.warmup < 0 or any(s < 1 for s in args.sizes_mib):
@@ -410,11 +441,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     df.to_csv(args.out / "bench.csv", index=False)
     md = bench_markdown(df, g, command.strip())
     (args.out / "bench.md").write_text(md)
+    write_results(args.out, df, command.strip())
     plot_bench(df, args.out / "bench.png")
     print(md)
     print(
         f"reports.bench: {len(rows)} sizes in {time.perf_counter() - started:.0f} s; "
-        f"wrote {args.out}/bench.{{csv,md,png}}"
+        f"wrote {args.out}/bench.{{csv,md,json,png}}"
     )
     return 0
 
