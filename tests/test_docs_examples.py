@@ -10,6 +10,7 @@ what it printed (table borders, whitespace and decimal figures such as timings a
 from __future__ import annotations
 
 import re
+import runpy
 import shlex
 import shutil
 import sys
@@ -17,7 +18,6 @@ from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 
-import _warm_python as warm_python
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -93,7 +93,20 @@ def test_block_comparison_catches_drift() -> None:
     assert block_problems(drifted, output) == ["│ split   │ FAIL │ 2.9 │"]
 
 
-# --- the producers: NAME -> (argv it must show, output) ---
+# --- the producers: NAME -> (argv the block must show, what it prints), run in this process ---
+
+
+class _Run:
+    """What a producer needs: a scratch folder, pytest's capture, and a way to undo chdir / sys.modules."""
+
+    def __init__(self, tmp: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+        self.tmp, self.capsys, self.monkeypatch = tmp, capsys, monkeypatch
+
+    def in_folder(self, folder: Path) -> None:
+        self.monkeypatch.chdir(folder)
+        self.monkeypatch.syspath_prepend(str(folder))
+        for name in ("cases", "toy_dit", "wrong_expectation"):  # another example's modules of the same name
+            self.monkeypatch.delitem(sys.modules, name, raising=False)
 
 
 def _example_dir(tmp: Path) -> Path:
@@ -104,33 +117,31 @@ def _example_dir(tmp: Path) -> Path:
     return work
 
 
-def _gate(tmp: Path, args: list[str], want_rc: int) -> str:
-    run = warm_python.run(
-        [sys.executable, "-m", "compile_checks", *args, "--no-progress"],
-        cwd=_example_dir(tmp),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert run.returncode == want_rc, run.stdout[-3000:] + run.stderr[-3000:]
-    return run.stdout
+def _gate(run: _Run, args: list[str], want_rc: int) -> str:
+    """``compile-checks ARGS`` (the console script's ``main``) in a copy of examples/engine."""
+    from compile_checks.cli import main
+
+    run.in_folder(_example_dir(run.tmp))
+    run.capsys.readouterr()
+    rc = main([*args, "--no-progress"])
+    out = run.capsys.readouterr().out
+    assert rc == want_rc, out[-3000:]
+    return out
+
+
+def _aten_demo(run: _Run) -> str:
+    """``python aten_writes_demo.py`` in examples/."""
+    run.in_folder(ROOT / "examples")
+    run.capsys.readouterr()
+    runpy.run_path(str(ROOT / "examples" / "aten_writes_demo.py"), run_name="__main__")
+    return run.capsys.readouterr().out
 
 
 GATE_OK = ["gate", "--pipeline", "stock"]
 GATE_FAILS = ["gate", "wrong_expectation.py:cases", "--pipeline", "stock"]
-
-
-def _aten_demo(tmp: Path) -> str:
-    run = warm_python.run(
-        [sys.executable, "aten_writes_demo.py"], cwd=ROOT / "examples", capture_output=True, text=True, timeout=600
-    )
-    assert run.returncode == 0, run.stderr[-3000:]
-    return run.stdout
-
-
-PRODUCERS: dict[str, tuple[list[str], Callable[[Path], str]]] = {
-    "example-gate": (["compile-checks", *GATE_OK], lambda tmp: _gate(tmp, GATE_OK, 0)),
-    "example-gate-fails": (["compile-checks", *GATE_FAILS], lambda tmp: _gate(tmp, GATE_FAILS, 1)),
+PRODUCERS: dict[str, tuple[list[str], Callable[[_Run], str]]] = {
+    "example-gate": (["compile-checks", *GATE_OK], lambda run: _gate(run, GATE_OK, 0)),
+    "example-gate-fails": (["compile-checks", *GATE_FAILS], lambda run: _gate(run, GATE_FAILS, 1)),
     "aten-writes-demo": (["python", "aten_writes_demo.py"], _aten_demo),
 }
 
@@ -141,12 +152,15 @@ def _blocks(name: str) -> list[tuple[str, str]]:
 
 
 @pytest.mark.slow
+@pytest.mark.compile
 @pytest.mark.parametrize("name", sorted(PRODUCERS))
-def test_claimed_outputs_are_what_the_command_prints(name: str, tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_claimed_outputs_are_what_the_command_prints(
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     blocks = _blocks(name)
     assert blocks, f"no page shows the output of {name}"
     argv, produce = PRODUCERS[name]
-    output = produce(tmp_path_factory.mktemp(name))
+    output = produce(_Run(tmp_path, capsys, monkeypatch))
     for where, block in blocks:
         assert command_of(block) == argv, where
         assert block_problems(block, output) == [], where
