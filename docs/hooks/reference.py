@@ -159,15 +159,22 @@ def _enum(cls: Any, meanings: dict[str, str] | None = None) -> str:
     return f"`{cls.__name__}`: {(cls.__doc__ or '').strip()}\n\n" + _table(["value", "meaning"], rows)
 
 
+def _causes(cls: Any, fixes: dict[str, str]) -> str:
+    """The causes with Inductor's rule (the comment above each member) and the fix the check prints."""
+    import compile_checks.vocab as vocab
+
+    comments = _member_comments(Path(vocab.__file__).read_text(), cls.__name__)
+    rows = [[f"`{m.value}`", comments.get(m.name, ""), fixes[m]] for m in cls]
+    doc = (cls.__doc__ or "").strip()
+    return f"`{cls.__name__}`: {doc}\n\n" + _table(["cause", "Inductor's rule", "fix printed"], rows)
+
+
 def vocabularies() -> str:
     from compile_checks import vocab
     from compile_checks.explain.explanations import FIXES
 
     parts = [
-        "## Causes (`Cause`)\n\n"
-        + _enum(vocab.Cause)
-        + "\n\nThe fix each cause prints:\n\n"
-        + _table(["cause", "fix printed"], [[f"`{c}`", FIXES[c]] for c in vocab.Cause]),
+        "## Causes (`Cause`)\n\n" + _causes(vocab.Cause, FIXES),
         "## Copy kinds (`CopyKind`)\n\n" + _enum(vocab.CopyKind),
         "## Write findings (`WriteProblem`, `CompileProblem`)\n\n"
         + _enum(vocab.WriteProblem)
@@ -305,7 +312,7 @@ def traffic() -> str:
 
 
 def eviction_table() -> str:
-    """``python -m ar_paging.eviction_table 4 8 2 1 0 7``: the real vLLM ``BlockPool`` + manager, one chunk at a time."""
+    """``python -m ar_paging.eviction_table 4 8 2 1 0 7``: the real vLLM ``BlockPool`` + manager, chunk by chunk."""
     os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")  # vLLM resolves its platform at first import
     from ar_paging.eviction_table import eviction_table as table
 
