@@ -23,8 +23,6 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import os
-import platform
 import statistics
 import sys
 import time
@@ -44,7 +42,7 @@ from compile_checks.check.kernel_metrics import kernel_byte_metrics
 from compile_checks.gate.outdir import writable_dir_problem
 from compile_checks.reports.plot import _size_ticks
 from compile_checks.reports.traffic import MIB, format_bytes
-from reports.bench_hotpath import TABLES
+from reports.bench_hotpath import TABLES, machine_facts
 
 DEFAULT_SIZES_MIB: tuple[int, ...] = (16, 32, 64, 128, 256, 512, 1024)
 
@@ -367,25 +365,6 @@ def _hotpath_tables(out: Path) -> str:
     md = "\n".join(parts) + "\n"
     (out / "bench_hotpath.md").write_text(md)
     return md
-
-
-def machine_facts() -> dict[str, object]:
-    """What ran the bench: the docs' performance page prints it beside every figure."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
-    except OSError:
-        pass
-    return {
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "system": f"{platform.system()} {platform.machine()}",
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "threads": torch.get_num_threads(),
-        "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
-    }
 
 
 def write_results(out: Path, df: pd.DataFrame, command: str) -> Path:

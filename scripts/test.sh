@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The README's test command: set up .venv from nothing (torch 2.14.0, what vLLM 0.33 pins, from
+# The test command (README, "This repository"): set up .venv from nothing (torch 2.14.0, what vLLM 0.33 pins, from
 # requirements/lock.txt), then
 #   0. the linters: ruff (lint + format check), mypy on compile_checks + ar_paging, import-linter's
 #      layering and no-cycle contracts (all configured in pyproject.toml), then the docs site:

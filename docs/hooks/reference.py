@@ -109,11 +109,13 @@ def exit_codes() -> str:
     from compile_checks.vocab import ExitCode
 
     doc = compile_checks.cli.__doc__ or ""
-    block = doc.split("Exit codes", 1)[1].split("\n", 1)[1]
+    block = doc.split("Exit codes", 1)[1]
     meanings: dict[int, list[str]] = {}
     current = None
     for line in block.splitlines():
         m = re.match(r"^    (\d+)\s+(.*)$", line)
+        if current is None and not m:
+            continue  # the table's heading
         if m:
             current = int(m.group(1))
             meanings[current] = [m.group(2)]
@@ -273,14 +275,17 @@ def _bytes(n: float) -> str:
     return f"{n:.0f} B"
 
 
-def performance() -> str:
-    path = ROOT / "reports" / "results" / "bench.json"
-    doc = json.loads(path.read_text())
-    m = doc["machine"]
-    machine = (
+def _machine(m: dict[str, Any]) -> str:
+    return (
         f"{m['cpu']}, {m['cores']} cores ({m['threads']} thread used), {m['system']}, "
         f"Python {m['python']}, torch {m['torch']}" + (f", GPU {m['cuda']}" if m.get("cuda") else "")
     )
+
+
+def performance() -> str:
+    path = ROOT / "reports" / "results" / "bench.json"
+    doc = json.loads(path.read_text())
+    machine = _machine(doc["machine"])
     rows = [
         [
             r["device"],
@@ -303,6 +308,23 @@ def performance() -> str:
             _table([*header, "rounds"], rows),
         ]
     )
+
+
+def hot_path() -> str:
+    """``reports/results/bench_hotpath.json`` (``python -m reports.bench_hotpath ... --out reports/results``)."""
+    doc = json.loads((ROOT / "reports" / "results" / "bench_hotpath.json").read_text())
+    out = [
+        f"Command: `{doc['command']}`",
+        "",
+        f"Machine: {_machine(doc['machine'])}; `paged_write` CPU kernel: {doc['kernel']}, "
+        f"debug checks {doc['debug_checks']}",
+    ]
+    for name, rows in doc["tables"].items():
+        if not rows:
+            continue
+        keys = [k for k in rows[0] if k not in ("min_us",)]
+        out += ["", f"### `{name}`", "", _table(keys, [[r[k] for k in keys] for r in rows])]
+    return "\n".join(out)
 
 
 def traffic() -> str:
@@ -328,6 +350,7 @@ GENERATORS: dict[str, Callable[[], str]] = {
     "scenarios": scenarios,
     "performance": performance,
     "traffic": traffic,
+    "hot-path": hot_path,
     "eviction-table": eviction_table,
 }
 
