@@ -70,3 +70,26 @@ def test_the_scenario_page_follows_the_registry(reference: ModuleType) -> None:
     page = reference.scenarios()
     assert all(f"| `{name}` |" in page for name in SCENARIOS)
     assert page.count("**gate**") >= len(DEFAULT_GATE)
+
+
+def test_the_performance_page_is_the_benchmarks_results_file(reference: ModuleType) -> None:
+    """Every figure on the page comes from reports/results/bench.json, with its command and machine."""
+    import json
+
+    doc = json.loads((ROOT / "reports" / "results" / "bench.json").read_text())
+    page = reference.performance()
+    assert f"Command: `{doc['command']}`" in page and doc["machine"]["torch"] in page
+    assert all(f"**{row['fused_over_split']:.2f}x**" in page for row in doc["rows"])
+
+
+def test_the_bench_writes_command_machine_and_rows(tmp_path: Path) -> None:
+    import json
+
+    import pandas as pd
+
+    from reports.bench import write_results
+
+    rows = pd.DataFrame([{"device": "cpu", "pool_bytes": 1 << 24, "fused_over_split": 12.5}])
+    doc = json.loads(write_results(tmp_path, rows, "python -m reports.bench --out x").read_text())
+    assert doc["command"] == "python -m reports.bench --out x" and doc["rows"][0]["fused_over_split"] == 12.5
+    assert {"cpu", "cores", "system", "python", "torch", "threads"} <= set(doc["machine"])
