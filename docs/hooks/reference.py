@@ -215,9 +215,14 @@ def json_schema() -> str:
     rows = [[f"`{f.name}`", str(f.type), comments.get(f.name, "")] for f in dataclasses.fields(Outcome)]
     rows += [["`verdict_met`", "bool", "the copy verdict is what the case expects"]]
     rows += [["`passed`", "bool", "`verdict_met`, and compiled == eager where checked"]]
-    tree = ast.parse(textwrap.dedent(_source(copy_fields)))
-    ret = next(n for n in ast.walk(tree) if isinstance(n, ast.Return) and isinstance(n.value, ast.Dict))
-    copy_keys = [k.value for k in ret.value.keys if isinstance(k, ast.Constant)]
+    from compile_checks.check.findings import CloneReport, SurvivingClone
+
+    copy_keys = _returned_keys(copy_fields)
+    report_keys = _returned_keys(CloneReport.to_dict)
+    clone_comments = _field_comments(SurvivingClone)
+    clone_rows = [
+        [f"`{f.name}`", str(f.type), clone_comments.get(f.name, "")] for f in dataclasses.fields(SurvivingClone)
+    ]
     return "\n".join(
         [
             f"`schema_version`: **{outputs.SCHEMA_VERSION}**. Top level: `{top.group(1) if top else ''}`.",
@@ -229,8 +234,23 @@ def json_schema() -> str:
             "### One copy (`cases[].clones[]`)",
             "",
             ", ".join(f"`{k}`" for k in copy_keys),
+            "",
+            "### The full report (`cases[].report`, `CloneReport.to_dict()`)",
+            "",
+            ", ".join(f"`{k}`" for k in report_keys),
+            "",
+            "### One copy in the report (`cases[].report.clones[]`, `SurvivingClone`)",
+            "",
+            _table(["key", "type", "meaning"], clone_rows),
         ]
     )
+
+
+def _returned_keys(fn: Callable[..., Any]) -> list[str]:
+    """The string keys of the dict literal ``fn`` returns (the JSON it writes)."""
+    tree = ast.parse(textwrap.dedent(_source(fn)))
+    ret = next(n for n in ast.walk(tree) if isinstance(n, ast.Return) and isinstance(n.value, ast.Dict))
+    return [k.value for k in ret.value.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)]
 
 
 def _source(fn: Callable[..., Any]) -> str:
