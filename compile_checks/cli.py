@@ -13,7 +13,8 @@ analysis-only verdicts plus the built-in codegen smoke), ``analysis-only`` (no c
 report's default, as the report has no smoke), ``full`` (every case compiled fully; ``dump`` always).
 ``--full`` with ``--analysis-only`` is a usage error, on ``gate`` and ``report`` alike.
 
-Exit codes, every subcommand (the README has the same table; :class:`~compile_checks.vocab.ExitCode`):
+Exit codes, every subcommand (the docs' exit-code page is generated from this table, checked against
+:class:`~compile_checks.vocab.ExitCode`):
     0    every case met its expectation (clean cases clean, negative controls still cloning);
          report: written, and nothing grew against ``--baseline``
     1    some case did not (a surviving clone, or a negative control that stopped cloning);

@@ -46,11 +46,18 @@ class CopyKind(StrEnum):
 class Cause(StrEnum):
     """Why Inductor's reinplace pass refused to write a buffer in place (compile_checks.explain)."""
 
+    # another mutated argument of the same call on the same storage was written in place first
     SHARED_STORAGE = "shared_storage"
+    # a view of the buffer is read after the write, before the copy_ epilogue (often a pass moved the read there)
     READ_AFTER_WRITE = "read_after_write"
+    # a graph input with no copy_ epilogue, or a view no layout-preserving copy_ writes back
     VIEW_NOT_WRITTEN_BACK = "view_not_written_back"
+    # under v1 auto_functionalized (vLLM's setting) the op mutates a view of a graph input (kv[0] taken inside the
+    # region): Inductor re-inplaces a view of an input only through its in-place-able ATen ops, so it clones it
     VIEW_OF_INPUT_V1 = "view_of_input_v1"
+    # the graph output uses the buffer after the write
     OUTPUT_ALIAS = "output_alias"
+    # anything else: the replay's reason plus Inductor's own log line
     OTHER = "other"
 
 

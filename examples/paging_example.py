@@ -1,4 +1,5 @@
-"""README example: two requests, batched commits, reads through the chunk window on a real vLLM BlockPool."""
+"""Docs example (docs/guides/paging.md): two requests, batched commits, reads through the chunk window
+on a real vLLM BlockPool."""
 
 import torch
 

@@ -14,13 +14,15 @@ Each sample times enough back-to-back steps to last ~20 ms. Pools are freed
 between sizes. CUDA runs when ``torch.cuda.is_available()``; otherwise it is
 skipped with a printed reason.
 
-Not a test: run it by hand (see the README, "Benchmark").
+Not a test: run it by hand (see the docs, "Performance"); ``bench.json`` (command, machine, rows)
+is what the docs' performance page is generated from.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import json
 import statistics
 import sys
 import time
@@ -40,7 +42,7 @@ from compile_checks.check.kernel_metrics import kernel_byte_metrics
 from compile_checks.gate.outdir import writable_dir_problem
 from compile_checks.reports.plot import _size_ticks
 from compile_checks.reports.traffic import MIB, format_bytes
-from reports.bench_hotpath import TABLES
+from reports.bench_hotpath import TABLES, machine_facts
 
 DEFAULT_SIZES_MIB: tuple[int, ...] = (16, 32, 64, 128, 256, 512, 1024)
 
@@ -365,6 +367,14 @@ def _hotpath_tables(out: Path) -> str:
     return md
 
 
+def write_results(out: Path, df: pd.DataFrame, command: str) -> Path:
+    """bench.json: the command, the machine and the rows; the docs' performance page is generated from it."""
+    path = out / "bench.json"
+    doc = {"command": command, "machine": machine_facts(), "rows": df.to_dict(orient="records")}
+    path.write_text(json.dumps(doc, indent=2) + "\n")
+    return path
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.rounds < 1 or args.warmup < 0 or any(s < 1 for s in args.sizes_mib):
@@ -410,11 +420,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     df.to_csv(args.out / "bench.csv", index=False)
     md = bench_markdown(df, g, command.strip())
     (args.out / "bench.md").write_text(md)
+    write_results(args.out, df, command.strip())
     plot_bench(df, args.out / "bench.png")
     print(md)
     print(
         f"reports.bench: {len(rows)} sizes in {time.perf_counter() - started:.0f} s; "
-        f"wrote {args.out}/bench.{{csv,md,png}}"
+        f"wrote {args.out}/bench.{{csv,md,json,png}}"
     )
     return 0
 

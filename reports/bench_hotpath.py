@@ -28,10 +28,14 @@ and the median of the per-round ratios to the row's baseline.
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import platform
 import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import pandas as pd
 import torch
@@ -336,10 +340,36 @@ TABLES: dict[str, Callable[..., pd.DataFrame]] = {
 }
 
 
+def machine_facts() -> dict[str, object]:
+    """What ran a benchmark: the docs' performance page prints it beside every figure."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
+    except OSError:
+        pass
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "system": f"{platform.system()} {platform.machine()}",
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+    }
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m reports.bench_hotpath", description=__doc__.split("\n")[0])
     parser.add_argument("tables", nargs="*", metavar="TABLE", help=f"any of {', '.join(TABLES)} (default: all)")
     parser.add_argument("--rounds", type=int, default=None, help="interleaved rounds per row")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        metavar="DIR",
+        help="also write DIR/bench_hotpath.json (the command, the machine, every table's rows): "
+        "the docs' performance page is generated from it",
+    )
     args = parser.parse_args(argv)
     unknown = [t for t in args.tables if t not in TABLES]
     if unknown:
@@ -350,11 +380,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"torch {torch.__version__}, 1 thread, debug checks {debug}, paged_write CPU kernel: "
         f"{ar_paging.paged_write_kernel()}"
     )
+    tables = {}
     for name in args.tables or TABLES:
         kwargs = {} if args.rounds is None else {"rounds": args.rounds}
         df = TABLES[name](**kwargs)
+        tables[name] = df.to_dict(orient="records")
         print(f"\n## {name}\n")
         print(df.to_markdown(index=False))
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        command = "python -m reports.bench_hotpath " + " ".join(argv if argv is not None else sys.argv[1:])
+        doc = {
+            "command": command.strip(),
+            "machine": machine_facts(),
+            "kernel": ar_paging.paged_write_kernel(),
+            "debug_checks": debug,
+            "tables": tables,
+        }
+        (args.out / "bench_hotpath.json").write_text(json.dumps(doc, indent=2, default=str) + "\n")
     return 0
 
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The README's main command: set up .venv from nothing, run the compile gate over the
+# The main command (README, "This repository"): set up .venv from nothing, run the compile gate over the
 # clean scenarios, then write the traffic report (CSV, Markdown, HTML, PNG) to out/report.
 # Extra arguments go to the gate, e.g. `bash scripts/run.sh --scenario fused`.
 set -euo pipefail

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# The README's test command: set up .venv from nothing (torch 2.14.0, what vLLM 0.33 pins, from
+# The test command (README, "This repository"): set up .venv from nothing (torch 2.14.0, what vLLM 0.33 pins, from
 # requirements/lock.txt), then
 #   0. the linters: ruff (lint + format check), mypy on compile_checks + ar_paging, import-linter's
-#      layering and no-cycle contracts (all configured in pyproject.toml),
+#      layering and no-cycle contracts (all configured in pyproject.toml), then the docs site:
+#      `mkdocs build --strict` into the git-ignored out/site (a broken link or anchor, a page missing
+#      from the nav, or a generated reference page that fails to build fails the run),
 #   1. the pytest suite (2 workers: pytest-xdist),
 #   2. the built-in compile gate through the installed console script (stock + vLLM pipelines,
 #      analysis-only verdicts + a codegen smoke; exit 1 if any case misses its expectation),
@@ -21,6 +23,8 @@ echo "[test] lint: ruff check, ruff format --check, mypy, lint-imports"
 .venv/bin/ruff format --check .
 .venv/bin/mypy
 .venv/bin/lint-imports
+echo "[test] docs: mkdocs build --strict (out/site)"
+NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict  # site_dir: out/site (mkdocs.yml)
 echo "[test] pytest"
 .venv/bin/python -m pytest -q -n "${PYTEST_WORKERS:-2}" --durations=15 "$@"
 echo "[test] compile gate (built-in cases, stock + vllm pipelines)"

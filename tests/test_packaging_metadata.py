@@ -36,7 +36,7 @@ include = ["ar_paging*", "compile_checks*", "reports*"]
 
 # What vLLM 0.33.0's wheel metadata pins (Requires-Dist / Requires-Python), and the torch versions this
 # repo's CI runs: the lock's 2.14.0 (reported as 2.14.0+cu130), the lower-bound lock's 2.13.0+cpu, and
-# 2.14.1, the newest reachable (run by scripts/test_torch_floor.sh; README: "torch versions CI runs").
+# 2.14.1, the newest reachable (run by scripts/test_torch_floor.sh; docs/development.md: "torch versions").
 VLLM_TORCH = "2.14.0"
 ENGINE_TORCH = (VLLM_TORCH, "2.14.0+cu130", "2.14.1", "2.13.0", "2.13.0+cpu")
 FLOOR_TORCH = "2.13.0+cpu"

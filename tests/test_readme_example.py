@@ -1,4 +1,4 @@
-"""The README's paging example runs and prints what the README says it prints."""
+"""The docs' paging example (docs/guides/paging.md) runs and prints what the page says it prints."""
 
 from __future__ import annotations
 
@@ -14,12 +14,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.mark.slow
 def test_paging_example_output_matches_readme() -> None:
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "docs" / "guides" / "paging.md").read_text()
     example = (ROOT / "examples" / "paging_example.py").read_text()
     body = example.split('"""', 2)[2].strip()
-    assert body in readme, "examples/paging_example.py drifted from the README's code block"
+    assert body in readme, "examples/paging_example.py drifted from the docs' code block (docs/guides/paging.md)"
     documented = re.search(re.escape(body) + r"\s*```\s*```\n(.*?)```", readme, re.S)
-    assert documented is not None, "README output block after the example not found"
+    assert documented is not None, "the output block after the example (docs/guides/paging.md) not found"
     run = warm_python.run(
         [sys.executable, str(ROOT / "examples" / "paging_example.py")], capture_output=True, text=True, timeout=300
     )

@@ -16,7 +16,7 @@ from typing import Any
 from compile_checks.errors import CompileChecksError
 from compile_checks.vocab import PIPELINES
 
-# key -> (expected Python type, what it means); the README lists the same table
+# key -> (expected Python type, what it means); the docs' configuration page is generated from it
 KNOWN_KEYS: dict[str, tuple[type, str]] = {
     "targets": (list, "cases to gate: 'path/file.py:NAME' or 'package.module:NAME'"),
     "pipelines": (list, f"re-run every case under each of these pipelines ({', '.join(PIPELINES)})"),

@@ -67,7 +67,7 @@ def _worker_run(planned: PlannedCase, dump_root: Path | None) -> Outcome:
     return run_planned(planned, _WORKER_BUILDER, dump_root)
 
 
-# --jobs default: measured on the 2-core box (README "Gate speed"), the 24-case default gate took
+# --jobs default: measured on a 2-core machine, the 24-case default gate took
 # 79.9 s with 2 spawned workers vs 106.9 s in-process when the box was otherwise quiet; a worker
 # costs one torch/Inductor/vLLM import (~5-7 s of CPU), so small plans stay in-process (and with
 # --jobs 2 this process is one of the two).

@@ -1,0 +1,403 @@
+"""mkdocs hook: the reference pages are generated from the code, never kept by hand.
+
+A page asks for a generated block with a marker line ``<!-- generated: NAME -->``; at build time
+the marker is replaced by ``GENERATORS[NAME]()``: the CLI from the argparse parser, the config keys
+from their validators' tables, exit codes from the CLI's table and :class:`ExitCode`, causes, copy
+kinds and the other vocabularies from the enums (their comments are their meanings), the ``--json``
+keys from the dataclasses that write them, the built-in scenarios from the registry, and the
+performance figures from the benchmarks' results files (``reports/results``).
+
+An unknown marker, or a marker left in a page, fails the build (``mkdocs build --strict``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import dataclasses
+import io
+import json
+import os
+import re
+import sys
+import textwrap
+import tokenize
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:  # this checkout's package, whatever the environment has installed
+    sys.path.insert(0, str(ROOT))
+
+MARKER = re.compile(r"^<!-- generated: ([a-z_-]+) -->$", re.M)
+
+
+def _cell(text: object) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _table(header: list[str], rows: list[list[object]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+# --- the CLI, from compile_checks.cli_parser.parser() ---
+
+
+def _flags(action: argparse.Action) -> str:
+    if not action.option_strings:
+        return f"`{action.metavar or action.dest}`" + (" ..." if action.nargs in ("*", "+") else "")
+    shown = ", ".join(f"`{f}`" for f in action.option_strings)
+    if action.nargs != 0:
+        metavar = action.metavar or (
+            "{" + ",".join(map(str, action.choices)) + "}" if action.choices else action.dest.upper()
+        )
+        shown += f" `{metavar}`"
+    return shown
+
+
+def _options(parser: argparse.ArgumentParser) -> list[list[object]]:
+    rows: list[list[object]] = []
+    for action in parser._actions:
+        if action.help == argparse.SUPPRESS or isinstance(action, argparse._SubParsersAction):
+            continue
+        help_text = action.help or ""
+        if action.choices and action.option_strings:
+            help_text += f" (one of {', '.join(map(str, action.choices))})"
+        if action.required and action.option_strings:
+            help_text += " (required)"
+        rows.append([_flags(action), help_text])
+    return rows
+
+
+def cli() -> str:
+    from compile_checks.cli_parser import parser
+
+    p = parser()
+    p.formatter_class = lambda prog: argparse.HelpFormatter(prog, width=100)
+    out = [f"`{p.prog}`: {p.description}", "", f"{p.epilog}", ""]
+    sub = next(a for a in p._actions if isinstance(a, argparse._SubParsersAction))
+    helps = {c.dest: c.help for c in sub._choices_actions}
+    for name, sp in sub.choices.items():
+        sp.formatter_class = p.formatter_class
+        out += [f"## `{p.prog} {name}`", "", helps.get(name, "") or "", ""]
+        if sp.description:
+            out += [sp.description, ""]
+        out += ["```text", sp.format_usage().strip(), "```", "", _table(["argument", "meaning"], _options(sp)), ""]
+    return "\n".join(out)
+
+
+# --- configuration keys ---
+
+
+def config() -> str:
+    from compile_checks.gate.config import KNOWN_KEYS
+    from compile_checks.scan.config import KNOWN_KEYS as SCAN_KEYS
+
+    gate = _table(["key", "type", "meaning"], [[f"`{k}`", t.__name__, m] for k, (t, m) in KNOWN_KEYS.items()])
+    scan = _table(["key", "type"], [[f"`{k}`", t.__name__] for k, t in SCAN_KEYS.items()])
+    return f"### `[tool.compile_checks]`\n\n{gate}\n\n### `[tool.compile_checks.scan]`\n\n{scan}\n"
+
+
+# --- exit codes: the CLI module's table, checked against vocab.ExitCode ---
+
+
+def exit_codes() -> str:
+    import compile_checks.cli
+    from compile_checks.vocab import ExitCode
+
+    doc = compile_checks.cli.__doc__ or ""
+    block = doc.split("Exit codes", 1)[1]
+    meanings: dict[int, list[str]] = {}
+    current = None
+    for line in block.splitlines():
+        m = re.match(r"^    (\d+)\s+(.*)$", line)
+        if current is None and not m:
+            continue  # the table's heading
+        if m:
+            current = int(m.group(1))
+            meanings[current] = [m.group(2)]
+        elif line.startswith("         ") and current is not None:
+            meanings[current].append(line.strip())
+        else:
+            break
+    missing = {int(c) for c in ExitCode} ^ set(meanings)
+    if missing:
+        raise ValueError(f"compile_checks.cli's exit-code table and vocab.ExitCode disagree on {sorted(missing)}")
+    rows = [[f"`{int(c)}`", f"`{c.name}`", " ".join(meanings[int(c)]).replace("``", "`")] for c in ExitCode]
+    return _table(["code", "`ExitCode`", "meaning"], rows)
+
+
+# --- the vocabularies: enum members and the comments above / beside them in vocab.py ---
+
+
+def _member_comments(source: str, class_name: str) -> dict[str, str]:
+    tree = ast.parse(source)
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == class_name)
+    comments: dict[int, str] = {}
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.type == tokenize.COMMENT:
+            comments[tok.start[0]] = tok.string.lstrip("#").strip()
+    lines = source.splitlines()
+    out: dict[str, str] = {}
+    for node in cls.body:
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
+            above, n = [], node.lineno - 1
+            while n in comments and lines[n - 1].strip().startswith("#"):
+                above.insert(0, comments[n])
+                n -= 1
+            beside = comments.get(node.lineno) if not lines[node.lineno - 1].strip().startswith("#") else None
+            out[node.targets[0].id] = " ".join([*above, *([beside] if beside else [])])
+    return out
+
+
+def _enum(cls: Any, meanings: dict[str, str] | None = None) -> str:
+    import compile_checks.vocab as vocab
+
+    comments = _member_comments(Path(vocab.__file__).read_text(), cls.__name__)
+    rows = [[f"`{m.value}`", (meanings or {}).get(m.value) or comments.get(m.name, "")] for m in cls]
+    return f"`{cls.__name__}`: {(cls.__doc__ or '').strip()}\n\n" + _table(["value", "meaning"], rows)
+
+
+def _causes(cls: Any, fixes: dict[str, str]) -> str:
+    """The causes with Inductor's rule (the comment above each member) and the fix the check prints."""
+    import compile_checks.vocab as vocab
+
+    comments = _member_comments(Path(vocab.__file__).read_text(), cls.__name__)
+    rows = [[f"`{m.value}`", comments.get(m.name, ""), fixes[m]] for m in cls]
+    doc = (cls.__doc__ or "").strip()
+    return f"`{cls.__name__}`: {doc}\n\n" + _table(["cause", "Inductor's rule", "fix printed"], rows)
+
+
+def vocabularies() -> str:
+    from compile_checks import vocab
+    from compile_checks.explain.explanations import FIXES
+
+    parts = [
+        "## Causes (`Cause`)\n\n" + _causes(vocab.Cause, FIXES),
+        "## Copy kinds (`CopyKind`)\n\n" + _enum(vocab.CopyKind),
+        "## Write findings (`WriteProblem`, `CompileProblem`)\n\n"
+        + _enum(vocab.WriteProblem)
+        + "\n\n"
+        + _enum(vocab.CompileProblem),
+        "## Blind spots (`BlindSpot`)\n\n" + _enum(vocab.BlindSpot),
+        "## JUnit failure types (`FailureType`)\n\n" + _enum(vocab.FailureType),
+        "## Pipelines (`Pipeline`) and modes (`Mode`)\n\n" + _enum(vocab.Pipeline) + "\n\n" + _enum(vocab.Mode),
+        "## Compile phases (`Phase`, `--timings`)\n\n" + _enum(vocab.Phase),
+    ]
+    return "\n\n".join(parts)
+
+
+# --- the --json document: its top level, one case (Outcome), one copy (copy_fields) ---
+
+
+def _field_comments(cls: type) -> dict[str, str]:
+    import inspect
+
+    source = inspect.getsource(cls)
+    out: dict[str, str] = {}
+    for line in source.splitlines():
+        m = re.match(r"^    (\w+): .*?#\s*(.*)$", line)
+        if m:
+            out[m.group(1)] = m.group(2)
+    return out
+
+
+def json_schema() -> str:
+    from compile_checks.gate import outputs
+    from compile_checks.gate.outcome import Outcome
+    from compile_checks.verdict import copy_fields
+
+    top = re.search(r"Version \d+: ``(\{.*?\})``", " ".join((outputs.__doc__ or "").split()))
+    comments = _field_comments(Outcome)
+    rows = [[f"`{f.name}`", str(f.type), comments.get(f.name, "")] for f in dataclasses.fields(Outcome)]
+    rows += [["`verdict_met`", "bool", "the copy verdict is what the case expects"]]
+    rows += [["`passed`", "bool", "`verdict_met`, and compiled == eager where checked"]]
+    from compile_checks.check.findings import CloneReport, SurvivingClone
+
+    copy_keys = _returned_keys(copy_fields)
+    report_keys = _returned_keys(CloneReport.to_dict)
+    clone_comments = _field_comments(SurvivingClone)
+    clone_rows = [
+        [f"`{f.name}`", str(f.type), clone_comments.get(f.name, "")] for f in dataclasses.fields(SurvivingClone)
+    ]
+    return "\n".join(
+        [
+            f"`schema_version`: **{outputs.SCHEMA_VERSION}**. Top level: `{top.group(1) if top else ''}`.",
+            "",
+            "### One case (`cases[]`)",
+            "",
+            _table(["key", "type", "meaning"], rows),
+            "",
+            "### One copy (`cases[].clones[]`)",
+            "",
+            ", ".join(f"`{k}`" for k in copy_keys),
+            "",
+            "### The full report (`cases[].report`, `CloneReport.to_dict()`)",
+            "",
+            ", ".join(f"`{k}`" for k in report_keys),
+            "",
+            "### One copy in the report (`cases[].report.clones[]`, `SurvivingClone`)",
+            "",
+            _table(["key", "type", "meaning"], clone_rows),
+        ]
+    )
+
+
+def _returned_keys(fn: Callable[..., Any]) -> list[str]:
+    """The string keys of the dict literal ``fn`` returns (the JSON it writes)."""
+    tree = ast.parse(textwrap.dedent(_source(fn)))
+    ret = next(n for n in ast.walk(tree) if isinstance(n, ast.Return) and isinstance(n.value, ast.Dict))
+    return [k.value for k in ret.value.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)]
+
+
+def _source(fn: Callable[..., Any]) -> str:
+    import inspect
+
+    return inspect.getsource(fn)
+
+
+# --- the built-in scenarios, from the registry ---
+
+
+def scenarios() -> str:
+    from compile_checks.scenarios.registry import DEFAULT_GATE, FULL_COMPILE_SMOKE, SCENARIOS, VLLM_MODULE_CASES
+
+    rows = [
+        [
+            f"`{name}`",
+            "**gate**" if name in DEFAULT_GATE else "",
+            "clean" if s.expect_clean else "clones",
+            s.description,
+        ]
+        for name, s in sorted(SCENARIOS.items(), key=lambda kv: (kv[0] not in DEFAULT_GATE, not kv[1].expect_clean))
+    ]
+    modules = [
+        [f"`{m.name}`", "**gate** (vllm pipelines)", "clean" if m.expect_clean else "clones", m.description]
+        for m in VLLM_MODULE_CASES
+    ]
+    smoke = ", ".join(f"`{s}`" for s in FULL_COMPILE_SMOKE)
+    return (
+        _table(["scenario", "gate", "expected", "shape"], rows + modules)
+        + f"\n\nCompiled fully (C++ codegen) by the built-in gate as its smoke: {smoke}."
+    )
+
+
+# --- performance: reports/results/bench.json (python -m reports.bench) ---
+
+
+def _bytes(n: float) -> str:
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n:.0f} B"
+
+
+def _machine(m: dict[str, Any]) -> str:
+    return (
+        f"{m['cpu']}, {m['cores']} cores ({m['threads']} thread used), {m['system']}, "
+        f"Python {m['python']}, torch {m['torch']}" + (f", GPU {m['cuda']}" if m.get("cuda") else "")
+    )
+
+
+def performance() -> str:
+    path = ROOT / "reports" / "results" / "bench.json"
+    doc = json.loads(path.read_text())
+    machine = _machine(doc["machine"])
+    rows = [
+        [
+            r["device"],
+            _bytes(r["pool_bytes"]),
+            f"{r['split_median_ms']:.3f}",
+            f"{r['fused_median_ms']:.3f}",
+            f"**{r['fused_over_split']:.2f}x**",
+            _bytes(r["ideal_bytes_per_step"]),
+            r["rounds"],
+        ]
+        for r in doc["rows"]
+    ]
+    header = ["device", "pool (K+V, all layers)", "split ms/step", "fused ms/step", "fused / split", "ideal / step"]
+    return "\n".join(
+        [
+            f"Command: `{doc['command']}`",
+            "",
+            f"Machine: {machine}",
+            "",
+            _table([*header, "rounds"], rows),
+        ]
+    )
+
+
+def hot_path() -> str:
+    """``reports/results/bench_hotpath.json`` (``python -m reports.bench_hotpath ... --out reports/results``)."""
+    doc = json.loads((ROOT / "reports" / "results" / "bench_hotpath.json").read_text())
+    out = [
+        f"Command: `{doc['command']}`",
+        "",
+        f"Machine: {_machine(doc['machine'])}; `paged_write` CPU kernel: {doc['kernel']}, "
+        f"debug checks {doc['debug_checks']}",
+    ]
+    for name, rows in doc["tables"].items():
+        if not rows:
+            continue
+        keys = [k for k in rows[0] if k not in ("min_us",)]
+        out += ["", f"### `{name}`", "", _table(keys, [[r[k] for k in keys] for r in rows])]
+    return "\n".join(out)
+
+
+def traffic() -> str:
+    """The committed traffic report's table (``reports/results/traffic.md``), without its own title."""
+    text = (ROOT / "reports" / "results" / "traffic.md").read_text()
+    return text.split("\n", 1)[1].strip()
+
+
+def eviction_table() -> str:
+    """``python -m ar_paging.eviction_table 4 8 2 1 0 7``: the real vLLM ``BlockPool`` + manager, chunk by chunk."""
+    os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")  # vLLM resolves its platform at first import
+    from ar_paging.eviction_table import eviction_table as table
+
+    return table(4, 8, 2, 1, False, 7).to_markdown(index=False)
+
+
+GENERATORS: dict[str, Callable[[], str]] = {
+    "cli": cli,
+    "config": config,
+    "exit-codes": exit_codes,
+    "vocabularies": vocabularies,
+    "json": json_schema,
+    "scenarios": scenarios,
+    "performance": performance,
+    "traffic": traffic,
+    "hot-path": hot_path,
+    "eviction-table": eviction_table,
+}
+
+# the committed results' pictures, served as results/NAME (the pages link ../results/NAME)
+RESULT_IMAGES = ("traffic.png", "traffic_html.png", "bench.png")
+
+
+def render(markdown: str) -> str:
+    """``markdown`` with every marker replaced by its generated block (KeyError: an unknown marker)."""
+
+    def one(m: re.Match[str]) -> str:
+        name = m.group(1)
+        if name not in GENERATORS:
+            raise KeyError(f"unknown generated block {name!r}; known: {', '.join(GENERATORS)}")
+        return GENERATORS[name]()
+
+    return MARKER.sub(one, markdown)
+
+
+def on_page_markdown(markdown: str, **_: Any) -> str:
+    return render(markdown)
+
+
+def on_files(files: Any, config: Any, **_: Any) -> Any:
+    from mkdocs.structure.files import File
+
+    for name in RESULT_IMAGES:
+        path = ROOT / "reports" / "results" / name
+        files.append(File.generated(config, f"results/{name}", abs_src_path=str(path)))
+    return files
