@@ -192,3 +192,23 @@ def test_vllm_ops_reach_global_state_and_names_are_checked() -> None:
     assert not reach.reaches_global_state("ar_paging::paged_write")
     with pytest.raises(ValueError, match="namespace::name"):
         register_global_state_ops("late_write")
+
+
+@pytest.mark.compile
+def test_compiled_regions_share_one_narrowing_policy() -> None:
+    """In a check session the compiled graph's opaque calls are watched narrowed: the first call of
+    ``read_pool`` sweeps all pools, the later ones (later runs of the region too) only the pool handed."""
+    from compile_checks.api import CloneCheck
+
+    pools = _pools()
+
+    def step(pool: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        return read_pool(pool, read_pool(pool, x))
+
+    check = CloneCheck(pools=pools, analysis_only=True)
+    with check:
+        compiled = check.compile(step)
+        for _ in range(2):
+            compiled(pools["layer1.k"], torch.ones(4))
+    assert check.probe.write_watch.watched == {"layer0.k": 1, "layer1.k": 4, "layer2.k": 1, "layer3.k": 1}
+    assert check.report.run_findings == []

@@ -8,16 +8,19 @@ Each row's elements are read as integers of their own width (``Tensor.view`` to 
 rewritten with the same bits is no change; a pool may start as garbage). Two weighted sums modulo
 2**64 per row, with independent odd weights per column: a one-element change never cancels (an odd
 weight is invertible modulo 2**64), and a multi-element change cancels only if it does in both
-sums. The sums are taken over tiles of at most :data:`TILE_ELEMENTS` elements (a strided pool is
-read tile by tile, never reshaped whole), so the temporaries are bounded whatever the pool's size.
+sums. The sums are taken over tiles of :data:`TILE_ELEMENTS` elements (1/1024 of a larger tensor, up
+to :data:`MAX_TILE_ELEMENTS`; a strided pool is read tile by tile, never reshaped whole), so the
+temporaries stay a small bounded fraction of the pool whatever its size.
 """
 
 from __future__ import annotations
 
 import torch
 
-# elements per tile: the int64 temporaries of one tile are 3 x 8 bytes per element (16 MiB each)
-TILE_ELEMENTS = 1 << 21
+# elements per tile: at least TILE_ELEMENTS (the int64 temporaries of a tile, a few of 8 MiB each), at
+# most MAX_TILE_ELEMENTS, else 1/1024 of the tensor (a large pool on a GPU: fewer, larger kernel launches)
+TILE_ELEMENTS = 1 << 20
+MAX_TILE_ELEMENTS = 1 << 25
 # two weightings: w = (column * MUL + ADD) | 1 (int64 arithmetic wraps modulo 2**64)
 _WEIGHTS = ((-7046029254386353131, 0x632BE59BD9B4E019), (-4658895280553007687, 0x3C6EF372FE94F82B))
 
@@ -56,7 +59,11 @@ def _tile_sums(tile: torch.Tensor, start: int) -> torch.Tensor:
     return torch.stack([(wide * w).sum(dim=1) for w in _weights(start, start + tile.shape[1], tile.device)], dim=1)
 
 
-def _flat_sums(x: torch.Tensor, start: int) -> torch.Tensor:
+def _tile(numel: int) -> int:
+    return max(TILE_ELEMENTS, min(MAX_TILE_ELEMENTS, numel // 1024))
+
+
+def _flat_sums(x: torch.Tensor, start: int, tile: int) -> torch.Tensor:
     """(2,) weighted sums of all of ``x``'s elements in row-major order, columns numbered from ``start``.
 
     A block whose strides cannot be flattened is split along its dim 0 (never copied whole).
@@ -69,10 +76,10 @@ def _flat_sums(x: torch.Tensor, start: int) -> torch.Tensor:
     if flat is None:
         step = x[0].numel()
         for i in range(x.shape[0]):
-            total += _flat_sums(x[i], start + i * step)
+            total += _flat_sums(x[i], start + i * step, tile)
         return total
-    for c0 in range(0, flat.shape[1], TILE_ELEMENTS):
-        total += _tile_sums(flat[:, c0 : c0 + TILE_ELEMENTS], start + c0)[0]
+    for c0 in range(0, flat.shape[1], tile):
+        total += _tile_sums(flat[:, c0 : c0 + tile], start + c0)[0]
     return total
 
 
@@ -84,14 +91,15 @@ def row_checksums(t: torch.Tensor) -> torch.Tensor:
     out = torch.zeros(rows, 2, dtype=torch.int64, device=t.device)
     if bits.numel() == 0:
         return out
+    tile = _tile(bits.numel())
     with torch.no_grad():
         if view.dim() > 2:  # strides that cannot be flattened: row by row, each in viewable blocks
             for r in range(rows):
-                out[r] = _flat_sums(view[r], 0)
+                out[r] = _flat_sums(view[r], 0, tile)
             return out
         cols = view.shape[1]
-        col_tile = max(1, min(cols, TILE_ELEMENTS))
-        row_tile = max(1, TILE_ELEMENTS // col_tile)
+        col_tile = max(1, min(cols, tile))
+        row_tile = max(1, tile // col_tile)
         for r0 in range(0, rows, row_tile):
             r1 = min(rows, r0 + row_tile)
             for c0 in range(0, cols, col_tile):
@@ -106,4 +114,4 @@ def changed_rows_of(before: torch.Tensor, after: torch.Tensor) -> list[int]:
     return (before != after).any(dim=1).nonzero().flatten().tolist()
 
 
-__all__ = ["TILE_ELEMENTS", "changed_rows_of", "row_checksums"]
+__all__ = ["MAX_TILE_ELEMENTS", "TILE_ELEMENTS", "changed_rows_of", "row_checksums"]

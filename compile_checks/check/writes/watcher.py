@@ -66,9 +66,11 @@ class WriteWatcher(TorchDispatchMode):
         kwargs = kwargs or {}
         if not isinstance(func, torch._ops.OpOverload) or not self.pools:
             return func(*args, **kwargs)
+        opaque = is_opaque(func)
+        if not opaque and not self.declared:  # a trusted op: its declared writes are not this watch's business
+            return func(*args, **kwargs)
         written = declared_mutations(func, args, kwargs)
         declared = {n for t in written for n in self.index.touched(t)}
-        opaque = is_opaque(func)
         watch = set(declared) if self.declared else set()
         name = op_name(func) if opaque or watch else ""
         if opaque:
