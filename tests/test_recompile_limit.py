@@ -16,9 +16,8 @@ from torch import nn
 
 from compile_checks.api import CompileCheckError
 from compile_checks.case import Case, run_case
+from compile_checks.check.recompile_limit import LimitHit, limit_message, raised_by_limit
 from compile_checks.vocab import CompileProblem
-
-pytestmark = pytest.mark.compile
 
 
 class IndexedBlock(nn.Module):
@@ -62,6 +61,7 @@ def _case(blocks: int, *, fullgraph: bool) -> Case:
     )
 
 
+@pytest.mark.compile
 def test_nine_fullgraph_blocks_name_the_limit_and_the_fix() -> None:
     with pytest.raises(CompileCheckError) as err:
         run_case(_case(9, fullgraph=True), analysis_only=True)
@@ -73,6 +73,7 @@ def test_nine_fullgraph_blocks_name_the_limit_and_the_fix() -> None:
     assert type(err.value.__cause__).__name__ == "FailOnRecompileLimitHit"
 
 
+@pytest.mark.compile
 def test_nine_blocks_pass_with_the_limit_raised() -> None:
     with torch._dynamo.config.patch(recompile_limit=9):
         result = run_case(_case(9, fullgraph=True), analysis_only=True)
@@ -81,6 +82,7 @@ def test_nine_blocks_pass_with_the_limit_raised() -> None:
     assert entry["graphs"] == 9
 
 
+@pytest.mark.compile
 def test_without_fullgraph_the_eager_fallback_fails_the_case() -> None:
     with torch._dynamo.config.patch(recompile_limit=2):
         result = run_case(_case(3, fullgraph=False), analysis_only=True)
@@ -88,3 +90,25 @@ def test_without_fullgraph_the_eager_fallback_fails_the_case() -> None:
     assert "torch._dynamo.config.recompile_limit (2)" in hit.message and "3 blocks" in hit.message, hit.message
     assert "eagerly" in hit.message
     assert not result.passed
+
+
+def test_messages_without_blocks_and_for_the_accumulated_limit() -> None:
+    plain = limit_message(LimitHit("step (engine.py:3)", "recompile_limit", 8, "", 0), raised=False)
+    assert "step (engine.py:3) hit torch._dynamo.config.recompile_limit (8): 8 graphs of it" in plain
+    assert "eagerly" in plain and "recompile_limit = 9" in plain
+    total = limit_message(LimitHit("step (engine.py:3)", "accumulated_recompile_limit", 256, "", 0), raised=True)
+    assert "torch._dynamo.config.accumulated_recompile_limit (256)" in total and "FailOnRecompileLimitHit" in total
+
+
+def test_raised_by_limit_follows_the_cause_chain() -> None:
+    from torch._dynamo.exc import FailOnRecompileLimitHit
+
+    try:
+        try:
+            raise FailOnRecompileLimitHit("Hard failure due to fullgraph=True")
+        except FailOnRecompileLimitHit as inner:
+            raise CompileCheckError("step raised under the check", phase="run") from inner
+    except CompileCheckError as outer:
+        assert raised_by_limit(outer)
+    assert not raised_by_limit(RuntimeError("another failure"))
+    assert not raised_by_limit(None)
