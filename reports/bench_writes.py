@@ -20,7 +20,9 @@ process (one process per point: peak memory is per process, and no point inherit
   regions' watcher minus the plain rollout (an upper bound: eagerly every ATen op passes the watcher,
   compiled only the opaque ones do; its "mode floor" is what a dispatch mode that only passes each op
   through costs the same rollout). ``write_check`` = reference + compare + watch, reported as a
-  multiple of the eager rollout (target: <= 1.5x at 48 blocks).
+  multiple of the eager rollout (target: <= 1.5x at 48 blocks). The parts are timed in interleaved
+  rounds (each part once per round, ``--repeats`` rounds); each figure is a median over the rounds,
+  the multiple the median of the per-round multiples.
 
 Results go to ``reports/results/bench_writes.json`` (``--out``) and a table is printed. Not a test:
 run it by hand (``--sizes-gib 0.5 --blocks 4 16`` for a quick look). Each process uses one thread.
@@ -114,13 +116,18 @@ def memory_point(pool_bytes: int, mode: str, device_name: str, analysis_only: bo
     return {"kind": "memory", "mode": mode, "pool_bytes": actual, "seconds": time.perf_counter() - t0, **mem}
 
 
-def _median_seconds(fn: Callable[[], Any], repeats: int) -> float:
-    times = []
+def _rounds(fns: dict[str, Callable[[], Any]], repeats: int) -> list[dict[str, float]]:
+    """Seconds of each function, run in interleaved rounds (all of them once per round), so a machine
+    that is busier in one moment slows every part of that round alike."""
+    out = []
     for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+        times = {}
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            times[name] = time.perf_counter() - t0
+        out.append(times)
+    return out
 
 
 def _passthrough_mode() -> Any:
@@ -147,19 +154,14 @@ def time_point(blocks: int, repeats: int) -> dict[str, Any]:
     model, driver = case.fn, case.driver
     assert driver is not None
     pools = resolve_pools(case.pools)
-    eager = _median_seconds(lambda: driver(model), repeats)
-    reference = _median_seconds(lambda: write_reference(case), repeats)
     ref = write_reference(case)
     if isinstance(ref, str):
         raise RuntimeError(ref)
-    compare = _median_seconds(lambda: ref.compare(pools), repeats)
-    try:  # the narrowed watch shares one policy per session (compile_checks.check.writes.reach)
+    try:  # one narrowing policy per check session, so per rollout (compile_checks.check.writes.reach)
         from compile_checks.check.writes.reach import WriteReach
 
-        reach: Any = WriteReach()
-
         def watcher() -> Any:
-            return WriteWatcher(pools, reach=reach)
+            return WriteWatcher(pools, reach=WriteReach())
     except ImportError:  # a checker without it (an older one, for a before/after)
 
         def watcher() -> Any:
@@ -173,9 +175,27 @@ def time_point(blocks: int, repeats: int) -> dict[str, Any]:
         with _passthrough_mode():
             driver(model)
 
-    watch = max(0.0, _median_seconds(watched, repeats) - eager)
-    floor = max(0.0, _median_seconds(passthrough, repeats) - eager)
+    rounds = _rounds(
+        {
+            "eager": lambda: driver(model),
+            "reference": lambda: write_reference(case),
+            "compare": lambda: ref.compare(pools),
+            "watched": watched,
+            "passthrough": passthrough,
+        },
+        repeats,
+    )
+
+    def median(part: Callable[[dict[str, float]], float]) -> float:
+        return statistics.median(part(r) for r in rounds)
+
+    eager = median(lambda r: r["eager"])
+    reference = median(lambda r: r["reference"])
+    compare = median(lambda r: r["compare"])
+    watch = median(lambda r: max(0.0, r["watched"] - r["eager"]))
+    floor = median(lambda r: max(0.0, r["passthrough"] - r["eager"]))
     total = reference + compare + watch
+    ratio = median(lambda r: (r["reference"] + r["compare"] + max(0.0, r["watched"] - r["eager"])) / r["eager"])
     return {
         "kind": "time",
         "blocks": blocks,
@@ -187,7 +207,7 @@ def time_point(blocks: int, repeats: int) -> dict[str, Any]:
         "region_watch_s": watch,
         "dispatch_mode_floor_s": floor,  # part of region_watch_s: a mode that only passes every op through
         "write_check_s": total,
-        "write_check_over_eager": total / eager,
+        "write_check_over_eager": ratio,  # the median of the per-round ratios
     }
 
 
