@@ -153,7 +153,7 @@ def time_point(blocks: int, repeats: int) -> dict[str, Any]:
     case = build_case("bench", cfg=BlocksConfig(num_layers=blocks))  # builds its reference: a warm-up
     model, driver = case.fn, case.driver
     assert driver is not None
-    pools = resolve_pools(case.pools)
+    pools = resolve_pools(case.pools) or {}
     ref = write_reference(case)
     if isinstance(ref, str):
         raise RuntimeError(ref)
