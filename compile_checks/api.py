@@ -21,6 +21,13 @@ import torch
 from compile_checks.check.attribution import build_report
 from compile_checks.check.backend import Probe, instrumented_inductor
 from compile_checks.check.findings import CloneReport, SurvivingClone
+from compile_checks.check.recompile_limit import (
+    LimitLog,
+    limit_findings,
+    limit_message,
+    raised_by_limit,
+    watching_recompile_limit,
+)
 from compile_checks.check.recompiles import RecompileLog, recompile_table, recording_reasons
 from compile_checks.check.writes.regions import RegionWriteWatch
 from compile_checks.errors import CompileChecksError
@@ -83,6 +90,9 @@ class CloneCheck:
         # writes an opaque op makes without declaring them, and recompiles (compile_checks.check.writes/recompiles)
         self.probe.write_watch = RegionWriteWatch(self.pools, self.probe.received_pools)
         self.recompile_log = RecompileLog()
+        self.limit_log = (
+            LimitLog()
+        )  # compiles dynamo refused for its recompile limit (compile_checks.check.recompile_limit)
         # explain: record why each clone survived (compile_checks.explain.explanations); re-runs passes only for clones
         self.explain_recorder = (
             PostGradRecorder(lambda: len(self.probe.regions) - 1, keep_code=self.dump_dir is not None)
@@ -128,6 +138,7 @@ class CloneCheck:
             # instrumentation outermost: its dynamo reset must come after depyf wrote full_code_*
             stack.enter_context(instrumented_inductor(self.probe, self.functionalization, self.inductor_config))
             stack.enter_context(recording_reasons(self.recompile_log))
+            stack.enter_context(watching_recompile_limit(self.limit_log))
             if self.explain_recorder is not None:
                 stack.enter_context(self.explain_recorder.active())
             if self.dump_dir is not None:
@@ -156,11 +167,16 @@ class CloneCheck:
         report.notes += [unread] if unread else []
         report.recompiles = recompile_table(self.probe.regions, self.recompile_log)
         report.run_findings += self.probe.write_watch.findings()
+        raised = raised_by_limit(exc)
+        report.run_findings += limit_findings(self.limit_log, raised=raised)
+        report.notes += self.limit_log.notes
         report = explain_report(report, self.probe, self)
         if self.dump_dir is not None:
             report.dump_failures = list(self.depyf.failures) if self.depyf is not None else []
             report = write_dump(report, self.dump_dir, fallback=bool(report.dump_failures))
         self.report = report
+        if raised and self.limit_log.hits:  # dynamo's "Hard failure due to fullgraph=True", explained
+            raise CompileCheckError(limit_message(self.limit_log.hits[0], raised=True)) from exc
 
 
 def callable_name(fn: Callable[..., Any]) -> str:

@@ -145,6 +145,9 @@ class CompileProblem(StrEnum):
 
     # a compiled function was compiled more times than Case(max_recompiles=N) allows
     TOO_MANY_RECOMPILES = "too_many_recompiles"
+    # dynamo refused a compile for torch._dynamo.config.recompile_limit (a per-block compile of more
+    # blocks of one class than the limit): raised under fullgraph=True, else ran eagerly
+    RECOMPILE_LIMIT_HIT = "recompile_limit_hit"
 
 
 __all__ += ["CompileProblem", "WriteProblem"]

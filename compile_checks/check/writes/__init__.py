@@ -9,10 +9,11 @@ an engine's KV cache write escapes that:
   (its dummy output unused, or read by nothing Inductor keeps), reorder it or CSE around it.
   :class:`RegionWriteWatch` runs every compiled graph (analysis-only FX run and Inductor's
   generated wrapper alike: both call opaque ops through the dispatcher) under a
-  :class:`WriteWatcher` dispatch mode that diffs the named pools around each opaque op call.
-  Version counters cannot do this: under a dispatch mode the op's kernel is redispatched below
-  ``ADInplaceOrView``, so an in-place ATen op inside it bumps no ``_version`` (torch 2.13: 0 -> 0
-  with a mode, 0 -> 1 without), so the watcher compares bytes against a shadow copy.
+  :class:`WriteWatcher` dispatch mode that checksums, around each opaque op call, the named pools
+  that call can reach (:mod:`.reach`). Version counters cannot do this: under a dispatch mode the
+  op's kernel is redispatched below ``ADInplaceOrView``, so an in-place ATen op inside it bumps no
+  ``_version`` (torch 2.13: 0 -> 0 with a mode, 0 -> 1 without), so the watcher compares per-row
+  checksums of the pool's bits (:mod:`.checksums`).
 * **lost write**: the compiled run never wrote what eager wrote (AOT autograd's dead-code
   elimination drops a no-mutation op whose output is unused before the post-grad graph; Inductor's
   lowering/codegen drops one whose output only feeds a size-0 reduction). :func:`eager_reference`
@@ -29,13 +30,16 @@ longer feeds an op Inductor must keep, or (full codegen) the op is missing from 
 generated code. vLLM's attention ops writing the cache themselves (a backend whose forward includes
 the KV update) are recognised the same way (they declare ``output`` mutated: Inductor keeps them).
 
-Cost: a compiled graph that calls no opaque op runs unwatched; one that does pays a copy and a
-compare of every named pool around each opaque call (memory bandwidth, no compile). The lost-write
-check costs one eager run of the case under the undo log and memory for the written elements
-(pre-images, eager's values, their offsets), plus a few checksum passes over the pools.
+Cost: a compiled graph that calls no opaque op runs unwatched; one that does pays two per-row
+checksums (a read each, O(rows) memory on the pool's device) of each pool an opaque call can reach:
+those sharing storage with its arguments, every pool for an op reaching global state (vLLM's
+KV-update and attention ops, :func:`register_global_state_ops`) and on each op's first call of a
+session. The lost-write check costs one eager run of the case under the undo log and memory for the
+written elements (pre-images, eager's values, their offsets), plus a few checksum passes over the pools.
 
 Modules: :mod:`.ops` (which ops are trusted, what a call declares it writes), :mod:`.rows` (row
-diffs), :mod:`.watcher` (the dispatch mode), :mod:`.regions` (compiled regions: undeclared writes,
+diffs), :mod:`.checksums` (per-row checksums), :mod:`.reach` (which pools an opaque call can reach),
+:mod:`.watcher` (the dispatch mode), :mod:`.regions` (compiled regions: undeclared writes,
 anchoring, generated code), :mod:`.footprint` (what one call writes; the registry for opaque ops),
 :mod:`.undo` (the undo log), :mod:`.positions` (positions in a pool's own terms, per-dim checksums),
 :mod:`.lost` (lost writes, the eager reference), :mod:`.finding` (what they report). The names below
@@ -56,6 +60,7 @@ from compile_checks.check.writes.ops import (
     is_opaque,
     op_name,
 )
+from compile_checks.check.writes.reach import WriteReach, global_state_ops, register_global_state_ops
 from compile_checks.check.writes.regions import OpaqueNode, RegionWrites, RegionWriteWatch, opaque_nodes
 from compile_checks.check.writes.rows import changed_rows, row_bytes
 from compile_checks.check.writes.watcher import ObservedWrite, WriteWatcher
@@ -73,14 +78,17 @@ __all__ = [
     "RegionWriteWatch",
     "RegionWrites",
     "WriteFinding",
+    "WriteReach",
     "WriteWatcher",
     "changed_rows",
     "declared_mutations",
     "declares_write",
     "eager_reference",
+    "global_state_ops",
     "is_opaque",
     "op_name",
     "opaque_nodes",
+    "register_global_state_ops",
     "register_write_footprint",
     "row_bytes",
     "tensors_in",

@@ -3,8 +3,9 @@
 Apart because it is the backend's per-region hook (:class:`RegionWriteWatch`): it reads each final
 post-grad graph (is each no-mutation opaque op anchored by an op Inductor must keep? is it in the
 generated code?) and watches each compiled graph's runs with a :class:`WriteWatcher`. A graph that
-calls no opaque op runs unwatched; one that does pays a copy and a compare of every named pool
-around each opaque call.
+calls no opaque op runs unwatched; one that does pays, around each opaque call, two per-row checksums
+(one read each) of the pools that call can reach (:mod:`.reach`): those sharing storage with its
+arguments, or every pool for an op reaching global state and on each op's first call of the session.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import torch.fx
 
 from compile_checks.check.writes.finding import WriteFinding
 from compile_checks.check.writes.ops import VLLM_ATTENTION_OPS, VLLM_KV_UPDATE_OPS, declares_write, is_opaque, op_name
+from compile_checks.check.writes.reach import WriteReach
 from compile_checks.check.writes.rows import fmt_rows, row_bytes
 from compile_checks.check.writes.watcher import WriteWatcher
 from compile_checks.vocab import WriteProblem
@@ -94,13 +96,20 @@ class RegionWriteWatch:
     :meth:`on_compiled` is called by the backend once per inner compile with the OutputCode
     and the final post-grad graph; it wraps ``current_callable`` so every run goes through a
     :class:`WriteWatcher`. ``received``: the probe's set of pools a region reached (a pool a
-    side-effect op wrote is reached, though no graph input holds it).
+    side-effect op wrote is reached, though no graph input holds it). ``reach``: which pools are
+    watched around each opaque call (:class:`~.reach.WriteReach`, one per session: what it learns
+    about an op in one region holds in the next).
     """
 
-    def __init__(self, pools: Mapping[str, torch.Tensor] | None, received: set[str]) -> None:
+    def __init__(
+        self, pools: Mapping[str, torch.Tensor] | None, received: set[str], reach: WriteReach | None = None
+    ) -> None:
         self.pools = dict(pools or {})
         self.received = received
+        self.reach = reach if reach is not None else WriteReach()
         self.graphs: list[RegionWrites] = []
+        # pool -> opaque calls around which it was checksummed (the watch's cost, for reports and benchmarks)
+        self.watched: dict[str, int] = {}
 
     def on_compiled(self, out: Any, gm: torch.fx.GraphModule, region: int) -> None:
         source = getattr(out, "source_code", None)
@@ -112,11 +121,11 @@ class RegionWriteWatch:
         has_opaque = any(n.op == "call_function" and is_opaque(n.target) for n in gm.graph.nodes)
         if current is None or not self.pools or not has_opaque:
             return
-        pools, received = self.pools, self.received
+        received = self.received
 
         @functools.wraps(current)
         def call(args: list[Any]) -> Any:
-            watcher = WriteWatcher(pools)
+            watcher = WriteWatcher(self.pools, reach=self.reach)  # the pools now (a rebuilt cache is followed)
             try:
                 with watcher:
                     return current(args)
@@ -124,6 +133,8 @@ class RegionWriteWatch:
                 for w in watcher.writes:
                     rw.writes.setdefault((w.op, w.pool), set()).update(w.rows)
                     received.add(w.pool)
+                for n, calls in watcher.watched.items():
+                    self.watched[n] = self.watched.get(n, 0) + calls
 
         out.current_callable = call
 
