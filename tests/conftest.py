@@ -11,6 +11,10 @@ from typing import Any
 # vLLM resolves its platform at first import: a CUDA vLLM wheel on this CPU-only host needs
 # VLLM_TARGET_DEVICE=cpu before anything (ar_paging, the vllm pipelines) imports vLLM
 os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
+# pytest-xdist's workers run with COLUMNS=80 (execnet's default), which the gate honours off a terminal:
+# the tests read the gate's tables as a CI log prints them (COLUMNS unset: 160 columns), with or without -n
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.pop("COLUMNS", None)
 
 import pytest
 from _scheduling import shared_setup_groups
