@@ -154,7 +154,7 @@ def self_forcing_case(
 
     pools = {f"layer{i}.{n}": cache[n] for i, cache in enumerate(kv) for n in ("k", "v")}
     case.setdefault("expect_clean", not fused)
-    return Case(name, model, driver=driver, pools=pools, check_writes=False, **case)
+    return Case(name, model, driver=driver, pools=pools, **case)
 
 
 def cases() -> list[Case]:
