@@ -82,6 +82,21 @@ def test_opaque_op_without_a_footprint_is_saved_whole_and_said() -> None:
     assert ref.pools["pool"].offsets.tolist() == [12, 13, 14, 15]
 
 
+def test_attention_without_dropout_does_not_make_later_writes_random() -> None:
+    # SDPA's CPU kernel is tagged nondeterministic_seeded (for its dropout): with dropout_p=0 it draws nothing,
+    # so a write of its output is compared by value (a lost write where the pool was written before is seen)
+    cache, q = torch.zeros(8, 4), torch.randn(1, 1, 2, 4)
+
+    def attend_and_write(p: float) -> None:
+        out = torch.nn.functional.scaled_dot_product_attention(q, q, q, dropout_p=p)
+        cache[2:4].copy_(out[0, 0])
+
+    assert not eager_reference({"cache": cache}, lambda: attend_and_write(0.0)).pools["cache"].random.any()
+    # negative control: with dropout the written values are random (compared by whether they were written)
+    assert eager_reference({"cache": cache}, lambda: attend_and_write(0.5)).pools["cache"].random.all()
+    assert not cache.ne(0).any()
+
+
 def test_a_write_no_mode_can_see_fails_loudly() -> None:
     cache = torch.zeros(8, 4)
     ops.CONTEXT["cache"] = cache

@@ -14,8 +14,9 @@ takes from a context) are logged too. An opaque op's declared writes follow its 
 (:func:`~.footprint.register_write_footprint`); a ``torch.library.custom_op`` is seen through its
 Python kernel; any other is saved whole and named in :attr:`UndoLog.saved_whole`.
 
-Randomness: the outputs of random ops (``nondeterministic_seeded``) and of ops that read them are
-tainted; a write whose inputs are tainted is marked ``random``, and a pool it lands in taints what
+Randomness: the outputs of random ops (``nondeterministic_seeded``, less a call that applies no dropout:
+SDPA's CPU kernel is tagged for its ``dropout_p``, and with ``dropout_p=0`` draws nothing) and of ops that
+read them are tainted; a write whose inputs are tainted is marked ``random``, and a pool it lands in taints what
 later reads it (an over-approximation: the eager reference compares such elements by whether they
 were written, never by value).
 """
@@ -94,7 +95,7 @@ class UndoLog(TorchDispatchMode):
         name = op_name(func)
         opaque = is_opaque(func)
         footprints = self._footprints(func, name, opaque, args, kwargs)
-        random = torch.Tag.nondeterministic_seeded in func.tags
+        random = _draws_random(func, args, kwargs)
         if not random and self._tainted:
             read = set(keys)
             if footprints and _op_base(name) in _OVERWRITES and not kwargs.get("accumulate", False):
@@ -166,6 +167,29 @@ class UndoLog(TorchDispatchMode):
     def saved_bytes(self) -> int:
         """Bytes of pre-images held."""
         return sum(w.saved.numel() * w.saved.element_size() for w in self.writes)
+
+
+def _draws_random(func: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> bool:
+    """Whether an op call draws from the RNG: tagged ``nondeterministic_seeded``, unless the tag is for a
+    dropout the call does not apply (``dropout_p=0`` of the attention kernels, ``native_dropout`` with ``p=0``
+    or ``train=False``). Without this, SDPA (``_scaled_dot_product_flash_attention_for_cpu`` is tagged) taints
+    every value after the first attention, and the eager reference compares them by whether they were
+    written, never by value: a write the compiled run dropped where it had written before went unseen."""
+    if torch.Tag.nondeterministic_seeded not in func.tags:
+        return False
+    bound: dict[str, Any] = {}
+    for i, a in enumerate(func._schema.arguments):
+        if i < len(args) and not a.kwarg_only:
+            bound[a.name] = args[i]
+        elif a.name in kwargs:
+            bound[a.name] = kwargs[a.name]
+        elif a.has_default_value():
+            bound[a.name] = a.default_value
+    if isinstance(bound.get("dropout_p"), (int, float)):
+        return bound["dropout_p"] != 0
+    if _op_base(op_name(func)) == "native_dropout":
+        return bound.get("train") is not False and bound.get("p") != 0
+    return True
 
 
 def _python_kernel(name: str) -> bool:
