@@ -101,7 +101,7 @@ class CloneCheck:
         return self.probe.backend
 
     def compile(
-        self, fn: Callable[..., Any], dynamic: bool = False, *, fullgraph: bool = False, mode: str | None = None
+        self, fn: Callable[..., Any], dynamic: bool | None = False, *, fullgraph: bool = False, mode: str | None = None
     ) -> Callable[..., Any]:
         """``torch.compile(fn)`` through the instrumented backend; errors become CompileCheckError."""
         compiled = torch.compile(fn, backend=self.probe.backend, dynamic=dynamic, fullgraph=fullgraph, mode=mode)
