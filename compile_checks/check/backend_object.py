@@ -15,12 +15,24 @@ import os
 import pickle
 import weakref
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     import torch
 
-    from compile_checks.check.backend import Probe
+
+class RegionCompiler(Protocol):
+    """What the backend compiles through (:class:`compile_checks.check.backend.Probe` has it)."""
+
+    def compile_region(
+        self,
+        gm: torch.fx.GraphModule,
+        example_inputs: Sequence[Any],
+        *,
+        mode: str | None = None,
+        options: Mapping[str, Any] | None = None,
+    ) -> Callable[..., Any]: ...
+
 
 # backends pickled in this process, by id: what unpickling (in this process) resolves to
 _PICKLED: weakref.WeakValueDictionary[int, ProbeBackend] = weakref.WeakValueDictionary()
@@ -33,7 +45,7 @@ class ProbeBackend:
     # what torch.compile names a callable backend by (its _TorchCompileWrapper reads __name__)
     __name__ = "compile_checks_backend"
 
-    def __init__(self, probe: Probe) -> None:
+    def __init__(self, probe: RegionCompiler) -> None:
         self.probe = probe
 
     def __call__(
@@ -72,4 +84,4 @@ def _pickled_backend(pid: int, key: int) -> ProbeBackend:
     return backend
 
 
-__all__ = ["ProbeBackend"]
+__all__ = ["ProbeBackend", "RegionCompiler"]
