@@ -124,6 +124,9 @@ class WriteProblem(StrEnum):
     DROPPED_WRITE_OP = "dropped_write_op"
     # vLLM's KV-update op's dummy output feeds nothing Inductor must keep (codegen may drop it)
     UNANCHORED_WRITE_OP = "unanchored_write_op"
+    # the compiled run left the eager reference's writes undone and wrote elsewhere: the two runs started
+    # from different states (Python-side state the check cannot restore: Case(reset=...))
+    DIVERGED_STATE = "diverged_state"
 
 
 class CompileProblem(StrEnum):

@@ -53,7 +53,7 @@ def test_unused_dummy_is_a_lost_write(analysis_only: bool) -> None:
     f = lost[0]
     assert (f.pool, f.rows, f.op, f.nbytes) == ("cache", (1, 3), "w17_tests::hidden_kv_update", 2 * 4 * 4)
     assert f.details["unwritten_rows"] == [1, 3]
-    assert "lost_write: pool 'cache': rows [1, 3]" in "\n".join(result.report.problems)
+    assert "lost_write: pool 'cache': dim 0 [1, 3] of [8, 4] differ" in "\n".join(result.report.problems)
     assert not result.passed
     # the compiled run really never wrote: the pool is as before, and the eager run's writes were undone
     assert not cache.ne(0).any()

@@ -63,6 +63,10 @@ class Case(Expectation):
             and fail a pool the compiled run left different (``lost_write``); False for a driver
             that cannot run twice.
         max_recompiles: fail when dynamo recompiled a function more often than this; None: no limit.
+        reset: ``reset() -> None``, called before the eager reference run and again before the compiled
+            run: puts back the state the check cannot (the write check restores every tensor the eager run
+            writes, never Python-side state such as an ``int`` position counter or a lazily-built cache).
+            None: nothing to put back.
     """
 
     name: str
@@ -86,6 +90,7 @@ class Case(Expectation):
     mode: str | None = None
     check_writes: bool = True
     max_recompiles: int | None = None
+    reset: Callable[[], Any] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -114,6 +119,8 @@ class Case(Expectation):
             )
         if not isinstance(self.args, tuple):
             raise ValueError(f"Case {self.name!r}: args must be a tuple, got {type(self.args).__name__}")
+        if self.reset is not None and not callable(self.reset):
+            raise ValueError(f"Case {self.name!r}: reset must be callable (called before each run) or None")
         if self.compile is not None and not callable(self.compile):
             raise ValueError(f"Case {self.name!r}: compile must be callable (it receives the check's backend) or None")
         if (self.fullgraph or self.mode is not None) and self.compile is not None:

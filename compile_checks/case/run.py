@@ -120,8 +120,10 @@ def run_case(
     """
     started = time.perf_counter()
     check = check_session(case, analysis_only=analysis_only, dump_dir=dump_dir)
-    # lost writes: an eager run from a snapshot (restored in place) to compare the pools with
+    # lost writes: an eager run under an undo log (every write rolled back) to compare the pools with
     reference = write_reference(case)
+    if case.reset is not None:
+        case.reset()
     with check:
         compiled = compile_for_pipeline(
             check,

@@ -16,13 +16,23 @@ if TYPE_CHECKING:  # the checker imports torch: loading a case file must stay ch
 
 
 def write_reference(case: Case) -> Any:
-    """The eager reference for the lost-write check (compile_checks.check.writes.lost), or None when it is off."""
+    """The eager reference for the lost-write check (compile_checks.check.writes.lost), or None when it is off.
+
+    The eager run is what the compiled run runs: with ``Case.compile`` the same hook, given a backend
+    that is never called (dynamo's ``force_eager`` stance runs every compiled callable eagerly, so no
+    dynamo state is left for the compiled run), and the driver gets the same kind of object.
+    ``Case.reset`` is called first (and again before the compiled run, by :func:`run_case`).
+    """
     if not case.check_writes or (case.driver is None and case.verify is None):
         return None
     # lazy: the write check and the pool resolver import torch; loading a case file stays torch-free
-    from compile_checks.check.writes.lost import eager_reference, tensors_in
+    import torch
+
+    from compile_checks.check.writes.lost import eager_reference
     from compile_checks.pools import resolve_pools
 
+    if case.reset is not None:
+        case.reset()
     pools = resolve_pools(case.pools) or {}  # a pools callable is read here, before the eager run
     if not pools:
         return None
@@ -30,16 +40,24 @@ def write_reference(case: Case) -> Any:
     fn, context = _eager(case)
 
     def run() -> Any:
-        with context():
-            return case.driver(fn) if case.driver is not None else fn(*case.args, **dict(case.kwargs))
+        with context(), torch.compiler.set_stance("force_eager"):
+            target: Any = fn
+            if case.compile is not None:
+                target = case.compile(_never_called) or fn
+            return case.driver(target) if case.driver is not None else target(*case.args, **dict(case.kwargs))
 
     try:
-        return eager_reference(pools, tensors_in(case.args, dict(case.kwargs), case.fn), run)
+        return eager_reference(pools, run)
     except Exception as e:  # the state is restored; the case fails with the reason
         return (
             f"the eager reference run of the lost-write check failed ({type(e).__name__}: {e}); "
             "Case(check_writes=False) skips it for a case that cannot run eagerly or twice"
         )
+
+
+def _never_called(gm: Any, example_inputs: Any) -> Any:
+    """The backend the eager run hands ``Case.compile``: under ``force_eager`` dynamo never calls it."""
+    return gm.forward
 
 
 def _eager(case: Case) -> tuple[Callable[..., Any], Callable[[], contextlib.AbstractContextManager[Any]]]:
@@ -76,12 +94,13 @@ def run_findings(case: Case, report: CloneReport, reference: Any) -> list[Any]:
     if isinstance(reference, str):
         report.errors.append(reference)
         reference = None
+    found: list[Any] = []
     if reference is not None:
         from compile_checks.pools import resolve_pools  # lazy: imports torch (see write_reference)
 
+        report.errors += reference.errors
         found = list(reference.compare(resolve_pools(case.pools) or {}))
-    else:
-        found = []
+        report.notes += [n for n in reference.notes if n not in report.notes]
     return found + recompile_findings(report.recompiles, case.max_recompiles)
 
 

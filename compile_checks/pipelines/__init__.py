@@ -21,7 +21,7 @@ vLLM is imported only when a vllm pipeline is used.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, assert_never
 
@@ -84,8 +84,9 @@ def resolve(case: CompileOptions) -> PipelineSettings:
 
 
 # the engine's own compile step: receives the check's dynamo backend, returns what the driver calls
-# (or None when it compiled the model's parts in place, e.g. per block, and the driver calls ``fn``)
-EngineCompile = Callable[[Callable[..., Any]], "Callable[..., Any] | None"]
+# (or None when it compiled the model's parts in place, e.g. per block, and the driver calls ``fn``; or the
+# list of compiled blocks the driver calls)
+EngineCompile = Callable[[Callable[..., Any]], "Callable[..., Any] | Sequence[Callable[..., Any]] | None"]
 
 
 def probe_cpu_isa() -> None:
@@ -123,10 +124,13 @@ def compile_for_pipeline(
     if engine_compile is not None:
         if pipeline == Pipeline.VLLM_PIECEWISE:  # the simulation splits one graph of its own compile
             raise ValueError("Case.compile cannot be combined with the vllm-piecewise pipeline")
-        compiled = engine_compile(check.backend)
+        compiled: Any = engine_compile(check.backend)
         compiled = fn if compiled is None else compiled
-        if not callable(compiled):
-            raise ValueError(f"Case.compile returned a {type(compiled).__name__}, expected a callable or None")
+        if not callable(compiled) and not (isinstance(compiled, (list, tuple)) and all(map(callable, compiled))):
+            raise ValueError(
+                f"Case.compile returned a {type(compiled).__name__}, expected a callable, a list of callables "
+                "(the blocks a driver calls) or None"
+            )
         if pipeline == Pipeline.VLLM:
             from compile_checks.pipelines.vllm import run_under_vllm  # lazy: imports vLLM
 

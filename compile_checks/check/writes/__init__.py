@@ -40,7 +40,8 @@ they report). The names below are the package's public face.
 from __future__ import annotations
 
 from compile_checks.check.writes.finding import WriteFinding
-from compile_checks.check.writes.lost import ROW_TOLERANCE, EagerReference, StateSnapshot, eager_reference, tensors_in
+from compile_checks.check.writes.footprint import Footprint, register_write_footprint
+from compile_checks.check.writes.lost import ROW_TOLERANCE, EagerReference, eager_reference, tensors_in
 from compile_checks.check.writes.ops import (
     TRUSTED_NAMESPACES,
     VLLM_ATTENTION_OPS,
@@ -61,11 +62,11 @@ __all__ = [
     "VLLM_ATTENTION_OPS",
     "VLLM_KV_UPDATE_OPS",
     "EagerReference",
+    "Footprint",
     "ObservedWrite",
     "OpaqueNode",
     "RegionWriteWatch",
     "RegionWrites",
-    "StateSnapshot",
     "WriteFinding",
     "WriteWatcher",
     "changed_rows",
@@ -75,6 +76,7 @@ __all__ = [
     "is_opaque",
     "op_name",
     "opaque_nodes",
+    "register_write_footprint",
     "row_bytes",
     "tensors_in",
 ]

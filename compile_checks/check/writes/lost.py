@@ -3,9 +3,22 @@
 AOT autograd's dead-code elimination drops a no-mutation op whose output is unused before the
 post-grad graph; Inductor's lowering/codegen drops one whose output only feeds a size-0 reduction.
 Neither shows in any graph the copy check reads, so :func:`eager_reference` runs the case eagerly
-from a snapshot (recording which op wrote which pool rows), restores the snapshot in place, and
-:meth:`EagerReference.compare` diffs the compiled run's pools against it row by row (dim 0).
-Cost: one eager run of the case and four copies of the pools (snapshot, before, after, shadow).
+under an :class:`~.undo.UndoLog` (the pre-image of every element any op writes into any tensor that
+existed before), keeps, per named pool, the elements eager wrote (storage offsets, values before,
+values after, whether they depend on the RNG), rolls every write back, and checks with per-dim
+checksums that the pools are as they started. :meth:`EagerReference.compare` then reads the same
+elements after the compiled run:
+
+* an element eager changed that the compiled run left as it was: never written (``lost_write``);
+* a deterministic element the compiled run wrote differently: beyond a per-row tolerance (the row is
+  the last dim: one K/V vector), so one large value elsewhere cannot hide a lost row;
+* an element that depends on the RNG is compared by whether it was written, never by value;
+* elements written only by the compiled run are found by per-dim checksums; when the compiled run
+  left eager's elements unwritten and wrote others, the runs started apart (Python-side state the
+  check cannot restore): ``diverged_state``, pointing at ``Case(reset=...)``, never ``lost_write``.
+
+Cost: one eager run under the log; extra memory O(elements written): pre-images, eager's values and
+one storage offset per written element, plus the pools' per-dim checksums.
 """
 
 from __future__ import annotations
@@ -17,135 +30,210 @@ from typing import Any
 import torch
 
 from compile_checks.check.writes.finding import WriteFinding
-from compile_checks.check.writes.rows import changed_rows, fmt_rows, row_bytes, rows_view
-from compile_checks.check.writes.watcher import WriteWatcher
+from compile_checks.check.writes.positions import (
+    changed_indices,
+    coordinates,
+    describe,
+    dim_checksums,
+    flat_view,
+    per_dim,
+    written_dim,
+)
+from compile_checks.check.writes.undo import UndoLog, storage_key
 from compile_checks.vocab import WriteProblem
 
-# relative tolerance (of the pool's scale, max |eager|, at least 1) under which a row counts as equal
+# relative tolerance per dtype, of the largest |eager value| in the element's row (its last dim)
 ROW_TOLERANCE: dict[torch.dtype, float] = {torch.float32: 1e-3, torch.float16: 1e-2, torch.bfloat16: 5e-2}
+# eager's values of the written elements go to the host beyond this many bytes per pool
+HOST_BYTES = 64 << 20
 
 
-def _tensors(obj: Any, out: list[torch.Tensor], depth: int = 4) -> None:
-    if isinstance(obj, torch.Tensor):
-        out.append(obj)
-    elif depth > 0 and isinstance(obj, (list, tuple)):
-        for x in obj:
-            _tensors(x, out, depth - 1)
-    elif depth > 0 and isinstance(obj, Mapping):
-        for x in obj.values():
-            _tensors(x, out, depth - 1)
+@dataclass
+class PoolWrites:
+    """The elements of one named pool the eager run wrote."""
+
+    offsets: torch.Tensor  # storage offsets, unique
+    before: torch.Tensor  # values at the start
+    eager: torch.Tensor  # values after the eager run
+    random: torch.Tensor  # bool: the last write depended on the RNG
+    writers: list[str]
+    checksums: list[torch.Tensor]  # per-dim checksums of the pool at the start
 
 
-class StateSnapshot:
-    """Copies of the tensors a case run writes (pools, tensor args, a module's buffers), restorable in place."""
-
-    def __init__(self, tensors: list[torch.Tensor]) -> None:
-        seen: set[int] = set()
-        self.saved: list[tuple[torch.Tensor, torch.Tensor]] = []
-        for t in tensors:
-            if id(t) in seen or t.is_meta:
-                continue
-            seen.add(id(t))
-            self.saved.append((t, t.detach().clone()))
-        self.rng = torch.get_rng_state()
-        self.cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
-
-    def restore(self) -> None:
-        for t, saved in self.saved:
-            ctx = torch.inference_mode() if t.is_inference() else torch.no_grad()
-            with ctx:
-                t.copy_(saved)
-        torch.set_rng_state(self.rng)
-        if self.cuda_rng is not None:
-            torch.cuda.set_rng_state_all(self.cuda_rng)
+def _pool_writes(pool: torch.Tensor, log: UndoLog, checksums: list[torch.Tensor]) -> PoolWrites:
+    key = storage_key(pool)
+    offs, vals, rand, writers = [], [], [], []
+    for w in log.writes:
+        if storage_key(w.footprint.tensor) != key or w.saved.dtype != pool.dtype:
+            continue
+        o = w.footprint.offsets().to(pool.device)
+        inside = coordinates(pool, o)[1]
+        if not bool(inside.any()):
+            continue
+        offs.append(o[inside])
+        vals.append(w.saved.reshape(-1)[inside])
+        rand.append(torch.full((int(inside.sum()),), w.random, dtype=torch.bool, device=pool.device))
+        writers += [] if w.op in writers else [w.op]
+    if not offs:
+        empty = torch.empty(0, dtype=torch.long, device=pool.device)
+        return PoolWrites(empty, pool.new_empty(0), pool.new_empty(0), empty.bool(), [], checksums)
+    o, v, r = torch.cat(offs), torch.cat(vals), torch.cat(rand)
+    uniq, inverse = torch.unique(o, return_inverse=True)
+    order = torch.arange(o.numel(), device=o.device)
+    first = torch.full_like(uniq, o.numel()).scatter_reduce(0, inverse, order, "amin")
+    last = torch.full_like(uniq, -1).scatter_reduce(0, inverse, order, "amax")
+    eager = flat_view(pool)[uniq]
+    if eager.numel() * eager.element_size() > HOST_BYTES:
+        eager = eager.cpu()
+    return PoolWrites(uniq, v[first], eager, r[last], writers, checksums)
 
 
 @dataclass
 class EagerReference:
-    """The named pools after an eager run of the case, and which op wrote each row."""
+    """Per named pool, the elements the eager run wrote; notes on what the run could not restore."""
 
-    before: dict[str, torch.Tensor]
-    after: dict[str, torch.Tensor]
-    # pool -> row -> the last op that changed it in the eager run
-    writers: dict[str, dict[int, str]]
+    pools: dict[str, PoolWrites]
     notes: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    saved_bytes: int = 0
 
     def compare(self, pools: Mapping[str, torch.Tensor]) -> list[WriteFinding]:
-        """A ``lost_write`` per pool whose rows the compiled run left different from eager."""
+        """A ``lost_write`` (or ``diverged_state``) per pool the compiled run left different from eager."""
         found = []
-        for name, eager_after in self.after.items():
+        for name, ref in self.pools.items():
             if name not in pools:
                 self.notes.append(f"pool {name!r} is gone after the compiled run: not compared")
                 continue
-            now = pools[name].detach()
-            before = self.before[name]
-            if now.numel() == 0:
-                continue
-            diff = _differs(now, eager_after)
-            rows = rows_view(diff).any(dim=1).nonzero().flatten().tolist()
-            if not rows:
-                continue
-            unwritten = [r for r in rows if not _row_changed(now, before, r)]
-            extra = [r for r in rows if not _row_changed(eager_after, before, r)]
-            writers = sorted({self.writers.get(name, {}).get(r, "?") for r in rows} - {"?"})
-            by = ", ".join(writers) or "an op the check did not see"
-            nbytes = len(rows) * row_bytes(now)
-            parts = [f"{len(unwritten)} never written by the compiled run"] if unwritten else []
-            parts += [f"{len(extra)} written only by the compiled run"] if extra else []
-            what = "; ".join(parts) or "written differently"
-            found.append(
-                WriteFinding(
-                    WriteProblem.LOST_WRITE,
-                    name,
-                    by,
-                    rows=tuple(rows),
-                    nbytes=nbytes,
-                    details={"unwritten_rows": unwritten, "compiled_only_rows": extra, "eager_writers": writers},
-                    message=f"pool {name!r}: rows {fmt_rows(rows)} differ from the eager run after the compiled run "
-                    f"({what}; {nbytes} bytes); eager wrote them with {by}",
-                )
-            )
+            finding = _compare(name, pools[name].detach(), ref)
+            if finding is not None:
+                found.append(finding)
         return found
 
 
-def _row_changed(a: torch.Tensor, before: torch.Tensor, r: int) -> bool:
-    return bool(changed_rows(before[r : r + 1], a[r : r + 1]))
-
-
-def _differs(now: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
+def _differs(now: torch.Tensor, ref: PoolWrites, pool: torch.Tensor) -> torch.Tensor:
+    """Deterministic elements beyond the per-row tolerance (exact for integers and bools)."""
+    eager = ref.eager.to(now.device)
     if not (now.is_floating_point() or now.is_complex()):
-        return now != ref
-    scale = max(1.0, float(ref.abs().nan_to_num(0.0, 0.0, 0.0).max()))
-    tol = ROW_TOLERANCE.get(now.dtype, 0.0) * scale
-    d = (now.to(torch.float64) - ref.to(torch.float64)).abs() > tol
-    return (d | (now.isnan() != ref.isnan())) & ~(now.isnan() & ref.isnan())
+        return now != eager
+    rtol = ROW_TOLERANCE.get(now.dtype, 0.0)
+    coords = coordinates(pool, ref.offsets)[0]
+    row_key = ref.offsets - coords[:, -1] * (pool.stride(-1) if pool.dim() else 0)
+    rows, inverse = torch.unique(row_key, return_inverse=True)
+    mag = eager.abs().nan_to_num(0.0, 0.0, 0.0).float()
+    scale = torch.zeros(rows.numel(), device=now.device).scatter_reduce(0, inverse, mag, "amax")
+    tol = rtol * scale[inverse]
+    d = (now.float() - eager.float()).abs() > tol
+    return (d | (now.isnan() != eager.isnan())) & ~(now.isnan() & eager.isnan())
 
 
-def eager_reference(
-    pools: Mapping[str, torch.Tensor], state: list[torch.Tensor], run: Callable[[], Any]
-) -> EagerReference:
-    """Run ``run()`` (the case, eagerly) and restore everything it wrote; the pools after, and their writers.
+def _same_bits(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    same = a == b
+    if a.is_floating_point():
+        same |= a.isnan() & b.isnan()
+    return same
 
-    ``state``: every tensor the run may write (the pools, tensor args, a module's buffers); it is
-    snapshotted with the RNG state first and restored in place after, so the compiled run starts
-    from the same state.
+
+def _compare(name: str, pool: torch.Tensor, ref: PoolWrites) -> WriteFinding | None:
+    flat = flat_view(pool)
+    now = flat[ref.offsets] if ref.offsets.numel() else pool.new_empty(0)
+    before, eager = ref.before.to(now.device), ref.eager.to(now.device)
+    unwritten = _same_bits(now, before) & ~_same_bits(eager, before)
+    differ = ~unwritten & ~ref.random & _differs(now, ref, pool) if now.numel() else unwritten
+    # changes outside eager's elements: the pool's checksums with those elements put back as they started
+    with torch.inference_mode() if pool.is_inference() else torch.no_grad():
+        flat[ref.offsets] = before
+        try:
+            sums = dim_checksums(pool)
+        finally:
+            flat[ref.offsets] = now
+    shape = tuple(pool.shape)
+    elsewhere = changed_indices(ref.checksums, sums)
+    compiled_only = any(elsewhere)
+    bad = unwritten | differ
+    if not bool(bad.any()) and not compiled_only:
+        return None
+    coords = coordinates(pool, ref.offsets[bad])[0]
+    where = per_dim(coords) if shape else [[]]
+    n_unwritten, n_differ = int(unwritten.sum()), int(differ.sum())
+    by = ", ".join(ref.writers) or "an op the check did not see"
+    parts = [f"{n_unwritten} element(s) never written by the compiled run"] if n_unwritten else []
+    parts += [f"{n_differ} written differently (beyond the per-row tolerance)"] if n_differ else []
+    parts += [f"written only by the compiled run at {describe(shape, elsewhere)}"] if compiled_only else []
+    nbytes = int(bad.sum()) * pool.element_size()
+    dim = written_dim(shape, where) if shape else 0
+    details: dict[str, Any] = {
+        "dim": dim,
+        "positions": {str(d): ix for d, ix in enumerate(where)},
+        "unwritten_elements": n_unwritten,
+        "different_elements": n_differ,
+        "compiled_only": {str(d): ix for d, ix in enumerate(elsewhere)} if compiled_only else {},
+        "eager_writers": list(ref.writers),
+        "shape": list(shape),
+    }
+    rows = tuple(where[dim]) if shape and bool(bad.any()) else ()
+    if shape and n_unwritten:  # positions along the written dim that the compiled run never wrote
+        details["unwritten_rows"] = per_dim(coordinates(pool, ref.offsets[unwritten])[0])[dim]
+    if n_unwritten and compiled_only:
+        return WriteFinding(
+            WriteProblem.DIVERGED_STATE,
+            name,
+            by,
+            rows=rows,
+            nbytes=nbytes,
+            details=details,
+            message=f"pool {name!r}: the compiled run left {describe(shape, where)} unwritten and wrote "
+            f"{describe(shape, elsewhere)} instead: the eager reference and the compiled run started from "
+            "different states (state kept in Python, e.g. a position counter, is not restored by the check); "
+            "pass Case(reset=...) to put it back before each run",
+        )
+    return WriteFinding(
+        WriteProblem.LOST_WRITE,
+        name,
+        by,
+        rows=rows,
+        nbytes=nbytes,
+        details=details,
+        message=f"pool {name!r}: {describe(shape, where) if bool(bad.any()) else 'elements'} differ from the eager "
+        f"run after the compiled run ({'; '.join(parts)}; {nbytes} bytes); eager wrote them with {by}",
+    )
+
+
+def eager_reference(pools: Mapping[str, torch.Tensor], run: Callable[[], Any]) -> EagerReference:
+    """Run ``run()`` (the case, eagerly) under an undo log, keep what it wrote in ``pools``, roll every write back.
+
+    Every tensor the run writes is restored (not only ``pools``), with the CPU and CUDA RNG states; the
+    pools' per-dim checksums say whether they are back as they started.
     """
-    pools = dict(pools)
-    snapshot = StateSnapshot([*pools.values(), *state])
-    before = {n: t.detach().clone() for n, t in pools.items()}
-    watcher = WriteWatcher(pools, declared=True)
+    pools = {n: t.detach() for n, t in pools.items()}
+    start = {n: dim_checksums(t) for n, t in pools.items()}
+    rng = torch.get_rng_state()
+    cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
+    log = UndoLog()
     try:
-        with watcher:
+        with log:
             run()
-        after = {n: t.detach().clone() for n, t in pools.items()}
+        written = {n: _pool_writes(t, log, start[n]) for n, t in pools.items()}
     finally:
-        snapshot.restore()
-    writers: dict[str, dict[int, str]] = {}
-    for w in watcher.writes:
-        rows = writers.setdefault(w.pool, {})
-        for r in w.rows:
-            rows[r] = w.op
-    return EagerReference(before, after, writers)
+        log.rollback()
+        torch.set_rng_state(rng)
+        if cuda_rng is not None:
+            torch.cuda.set_rng_state_all(cuda_rng)
+    ref = EagerReference(written, saved_bytes=log.saved_bytes)
+    for op, nbytes in sorted(log.saved_whole.items()):
+        ref.notes.append(
+            f"{op} declares writing tensors it was given and has no registered write footprint: the eager reference "
+            f"saved them whole ({nbytes} bytes); compile_checks.check.writes.register_write_footprint names what it "
+            "writes"
+        )
+    for n, t in pools.items():
+        moved = changed_indices(start[n], dim_checksums(t))
+        if any(moved):
+            ref.errors.append(
+                f"the eager reference could not restore pool {n!r} ({describe(tuple(t.shape), moved)} still differ "
+                "after the rollback): an op wrote it where the check cannot see (an opaque op's kernel that declares "
+                "no write); register its write footprint, or Case(check_writes=False)"
+            )
+    return ref
 
 
 def tensors_in(*objs: Any) -> list[torch.Tensor]:
@@ -154,9 +242,13 @@ def tensors_in(*objs: Any) -> list[torch.Tensor]:
     for obj in objs:
         if isinstance(obj, torch.nn.Module):
             out += list(obj.buffers())
-        else:
-            _tensors(obj, out)
+        elif isinstance(obj, torch.Tensor):
+            out.append(obj)
+        elif isinstance(obj, (list, tuple)):
+            out += tensors_in(*obj)
+        elif isinstance(obj, Mapping):
+            out += tensors_in(*obj.values())
     return out
 
 
-__all__ = ["ROW_TOLERANCE", "EagerReference", "StateSnapshot", "eager_reference", "tensors_in"]
+__all__ = ["HOST_BYTES", "ROW_TOLERANCE", "EagerReference", "PoolWrites", "eager_reference", "tensors_in"]

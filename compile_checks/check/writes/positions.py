@@ -1,0 +1,126 @@
+"""Positions in a pool's own terms: element offsets to coordinates, per-dim checksums, and how to name them.
+
+Apart because the eager reference names what differs for any layout (``[B, H, L, D]`` where the
+written dim is L, ``[blocks, block_size, H, D]``, a 0-dim counter) the same way it finds it: element
+storage offsets are turned into coordinates of the pool, and the message names, per dim that does not
+span its whole size, the indices concerned.
+
+:func:`dim_checksums` is how a pool's changes are found without a copy of it: one checksum per index
+of each dim (a hash of each element's bytes summed over the other dims), computed in chunks on the
+pool's device. Extra memory: the sum of the pool's dims, plus one chunk of int64 work.
+"""
+
+from __future__ import annotations
+
+import torch
+
+_CHUNK = 1 << 21  # elements hashed at once (int64 work: 16 MiB)
+_INT = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def _as_nd(t: torch.Tensor) -> torch.Tensor:
+    return t.reshape(1) if t.dim() == 0 else t
+
+
+def _hash(x: torch.Tensor) -> torch.Tensor:
+    bits = x.contiguous().view(_INT[x.element_size()]).to(torch.int64)
+    h = bits * -7046029254386353131 + 0x5BD1E995
+    h = h ^ (h >> 29)
+    return h * -4658895280553007687
+
+
+def dim_checksums(pool: torch.Tensor) -> list[torch.Tensor]:
+    """Per dim d of ``pool``: a checksum per index of d over the pool's bytes (int64, on its device)."""
+    t = _as_nd(pool.detach())
+    sums = [torch.zeros(n, dtype=torch.int64, device=t.device) for n in t.shape]
+    if t.numel() == 0:
+        return sums
+    rows = max(1, _CHUNK // max(1, t[0].numel()))
+    for start in range(0, t.shape[0], rows):
+        h = _hash(t[start : start + rows])
+        for d in range(t.dim()):
+            other = [i for i in range(t.dim()) if i != d]
+            part = h.sum(dim=other) if other else h
+            if d == 0:
+                sums[0][start : start + h.shape[0]] += part
+            else:
+                sums[d] += part
+    return sums
+
+
+def changed_indices(before: list[torch.Tensor], after: list[torch.Tensor]) -> list[list[int]]:
+    """Per dim, the indices whose checksum changed."""
+    return [(a != b).nonzero().flatten().tolist() for a, b in zip(before, after, strict=True)]
+
+
+def flat_view(pool: torch.Tensor) -> torch.Tensor:
+    """Every element of ``pool``'s storage as a 1-d view (gather and scatter by storage offset)."""
+    n = pool.untyped_storage().nbytes() // pool.element_size()
+    return pool.detach().as_strided((n,), (1,), 0)
+
+
+def coordinates(pool: torch.Tensor, offsets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(coords [n, ndim], inside [n])``: each storage offset as a coordinate of ``pool``, and whether it is
+    one of the pool's elements (an offset of another view of the same storage is not)."""
+    t = _as_nd(pool)
+    rest = offsets - t.storage_offset()
+    coords = torch.zeros(offsets.numel(), t.dim(), dtype=torch.long, device=offsets.device)
+    inside = rest >= 0
+    strides = t.stride()
+    for d in sorted(range(t.dim()), key=lambda i: -strides[i]):
+        stride = max(1, strides[d])
+        c = rest.div(stride, rounding_mode="floor") if t.shape[d] > 1 else torch.zeros_like(rest)
+        inside &= (c >= 0) & (c < t.shape[d])
+        coords[:, d] = c
+        rest = rest - c * strides[d]
+    return coords, inside & (rest == 0)
+
+
+def inside_mask(pool: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
+    """Whether each storage offset is one of ``pool``'s elements."""
+    return coordinates(pool, offsets)[1]
+
+
+def _ranges(ix: list[int], limit: int = 6) -> str:
+    runs: list[tuple[int, int]] = []
+    for i in ix:
+        if runs and i == runs[-1][1] + 1:
+            runs[-1] = (runs[-1][0], i)
+        else:
+            runs.append((i, i))
+    text = ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs[:limit])
+    return f"[{text}{', ...' if len(runs) > limit else ''}]"
+
+
+def written_dim(shape: tuple[int, ...], per_dim: list[list[int]]) -> int:
+    """The dim positions are counted along: the first whose indices do not span it (else 0)."""
+    for d, ix in enumerate(per_dim):
+        if len(ix) < shape[d]:
+            return d
+    return 0
+
+
+def describe(shape: tuple[int, ...], per_dim: list[list[int]]) -> str:
+    """``dim 2 [4-7] of [1, 2, 16, 4]``: the indices of each dim that does not span its whole size."""
+    if not shape:
+        return "the 0-dim tensor"
+    parts = [f"dim {d} {_ranges(ix)}" for d, ix in enumerate(per_dim) if len(ix) < shape[d]]
+    where = ", ".join(parts) if parts else "every element"
+    return f"{where} of {list(shape)}"
+
+
+def per_dim(coords: torch.Tensor) -> list[list[int]]:
+    """The distinct indices of each dim among the coordinates ``[n, ndim]``."""
+    return [torch.unique(coords[:, d]).tolist() for d in range(coords.shape[1])]
+
+
+__all__ = [
+    "changed_indices",
+    "coordinates",
+    "describe",
+    "dim_checksums",
+    "flat_view",
+    "inside_mask",
+    "per_dim",
+    "written_dim",
+]
