@@ -193,6 +193,8 @@ python - "$out/junit-hf-wrong.xml" <<'PY'
 import sys, xml.etree.ElementTree as ET
 (case,) = ET.parse(sys.argv[1]).getroot().iter("testcase")
 assert case.get("name") == "stale_read" and case.find("failure") is not None, ET.tostring(case)
-print(f"[gate-example] ok: exit 1; stale_read: {case.find('failure').get('message').split(' | ')[0]}")
+message = case.find("failure").get("message")
+assert "read_after_write" in message and "layer0.k" in message, message
+print(f"[gate-example] ok: exit 1; stale_read: {message[:120]}...")
 PY
 echo "[gate-example] passed (outputs in $out)"
