@@ -97,7 +97,9 @@ class CloneCheck:
     def backend(self) -> Callable[..., Any]:
         """The check's dynamo backend: hand it to the engine's own compile calls inside the session
         (``torch.compile(block.forward, backend=check.backend, fullgraph=True)``, vLLM-Omni's
-        ``regionally_compile(model, backend=check.backend)``); every region it compiles is analysed."""
+        ``regionally_compile(model, backend=check.backend)``); every region it compiles is analysed.
+        One object per check, returned unchanged by ``copy.deepcopy`` (transformers' ``CompileConfig``
+        deep-copies its backend): :mod:`compile_checks.check.backend_object`."""
         return self.probe.backend
 
     def compile(
