@@ -107,11 +107,13 @@ class CloneCheck:
     def backend(self) -> Callable[..., Any]:
         """The check's dynamo backend: hand it to the engine's own compile calls inside the session
         (``torch.compile(block.forward, backend=check.backend, fullgraph=True)``, vLLM-Omni's
-        ``regionally_compile(model, backend=check.backend)``); every region it compiles is analysed."""
+        ``regionally_compile(model, backend=check.backend)``); every region it compiles is analysed.
+        One object per check, returned unchanged by ``copy.deepcopy`` (transformers' ``CompileConfig``
+        deep-copies its backend): :mod:`compile_checks.check.backend_object`."""
         return self.probe.backend
 
     def compile(
-        self, fn: Callable[..., Any], dynamic: bool = False, *, fullgraph: bool = False, mode: str | None = None
+        self, fn: Callable[..., Any], dynamic: bool | None = False, *, fullgraph: bool = False, mode: str | None = None
     ) -> Callable[..., Any]:
         """``torch.compile(fn)`` through the instrumented backend; errors become CompileCheckError."""
         compiled = torch.compile(fn, backend=self.probe.backend, dynamic=dynamic, fullgraph=fullgraph, mode=mode)

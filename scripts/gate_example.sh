@@ -3,7 +3,8 @@
 # outside this repo, the INSTALLED console script `compile-checks gate` reading the example's
 # own [tool.compile_checks] table, the example's pytest suite with the plugin, and a negative
 # control (a config that expects the fused case clean must fail the gate with exit 1).
-# Then examples/engine_blocks and examples/engine_tp (2 ranks under torch.distributed) the same way.
+# Then examples/engine_blocks, examples/engine_tp (2 ranks under torch.distributed) and
+# examples/hf_static_cache (transformers' StaticCache decode steps and generate()) the same way.
 #
 # Usage: scripts/gate_example.sh [VENV]   (default: .venv of this repo, made by scripts/setup_env.sh)
 # Writes the gate's JUnit XML and JSON to out/gate-example/ of this repo.
@@ -150,5 +151,50 @@ import sys, xml.etree.ElementTree as ET
 message = case.find("failure").get("message")
 assert message.startswith("rank 1: 2 pool clone(s) survive"), message
 print(f"[gate-example] ok: exit 1; {message.split(' | ')[0]}")
+PY
+echo "[gate-example] examples/hf_static_cache (transformers StaticCache decode, generate() through CompileConfig) from $work/hf"
+cp -r "$root/examples/hf_static_cache" "$work/hf"
+cd "$work/hf"
+compile-checks gate --junitxml "$out/junit-hf.xml" --json > "$out/gate-hf.json" 2> "$out/gate-hf.txt" || {
+  cat "$out/gate-hf.txt" >&2; echo "[gate-example] FAIL: hf_static_cache's gate did not pass" >&2; exit 1; }
+python - "$out/gate-hf.json" "$out/junit-hf.xml" <<'PY'
+import json, sys, xml.etree.ElementTree as ET
+cases = {c["label"]: c for c in json.load(open(sys.argv[1]))["cases"]}
+names = sorted(c.get("name") for c in ET.parse(sys.argv[2]).getroot().iter("testcase"))
+assert sorted(cases) == names == ["decode", "generate", "stale_read"], (sorted(cases), names)
+assert all(c["passed"] and c["eager_match"] for c in cases.values()), cases
+for name in ("decode", "generate"):  # generate: transformers' CompileConfig deep-copies the backend it is given
+    assert cases[name]["clean"] and cases[name]["report"]["num_regions"] >= 1, cases[name]["report"]
+stale = cases["stale_read"]["clones"]
+assert stale and {c["pool"] for c in stale} == {"layer0.k", "layer0.v"}, stale
+assert all(c["explanation"].startswith("read_after_write") for c in stale), stale
+for name, c in cases.items():
+    print(f"[gate-example] ok: {name}: {c['report']['num_regions']} region(s), {len(c['clones'])} copies")
+PY
+echo "[gate-example] negative control: the read-after-write case expected clean must exit 1"
+cat > "$work/hf/wrong_hf.py" <<'PY'
+"""The StaticCache example's read-after-write case, (wrongly) expected clean."""
+from cases import decode_case
+
+
+def cases():
+    return [decode_case("stale_read", stale_read=True, expect_clean=True)]
+PY
+set +e
+compile-checks gate wrong_hf.py:cases --junitxml "$out/junit-hf-wrong.xml" > "$out/gate-hf-wrong.txt" 2>&1
+rc=$?
+set -e
+if [[ $rc -ne 1 ]]; then
+  cat "$out/gate-hf-wrong.txt" >&2
+  echo "[gate-example] FAIL: the read-after-write case expected clean exited $rc (want 1)" >&2
+  exit 1
+fi
+python - "$out/junit-hf-wrong.xml" <<'PY'
+import sys, xml.etree.ElementTree as ET
+(case,) = ET.parse(sys.argv[1]).getroot().iter("testcase")
+assert case.get("name") == "stale_read" and case.find("failure") is not None, ET.tostring(case)
+message = case.find("failure").get("message")
+assert "read_after_write" in message and "layer0.k" in message, message
+print(f"[gate-example] ok: exit 1; stale_read: {message[:120]}...")
 PY
 echo "[gate-example] passed (outputs in $out)"

@@ -66,11 +66,21 @@ def test_max_recompiles_fails_the_case() -> None:
 
 
 def test_an_int_start_frame_recompiles_per_chunk() -> None:
-    """A second negative control: the start frame as a Python int is specialised per value, so a rollout
-    recompiles per chunk (3 chunks, 3 graphs) even on one branch and one shape."""
-    result = run_case(_case([(1, 4), (2, 4), (3, 4)], max_recompiles=0), analysis_only=True)
+    """A second negative control: under ``dynamic=False`` the start frame as a Python int is specialised
+    per value, so a rollout recompiles per chunk (3 chunks, 3 graphs) even on one branch and one shape."""
+    result = run_case(_case([(1, 4), (2, 4), (3, 4)], max_recompiles=0, dynamic=False), analysis_only=True)
     _, entry = _block_entry(result.report)
     assert entry["graphs"] == 3, entry
+    assert entry["reasons"][0] == "0/0: current_start_frame == 1"
+    assert not result.passed
+
+
+def test_an_int_start_frame_recompiles_once_by_default() -> None:
+    """Case's default ``dynamic=None`` (torch.compile's): the int is specialised once, then made symbolic
+    (2 graphs for 3 chunks), still over ``max_recompiles=0``."""
+    result = run_case(_case([(1, 4), (2, 4), (3, 4)], max_recompiles=0), analysis_only=True)
+    _, entry = _block_entry(result.report)
+    assert entry["graphs"] == 2, entry
     assert entry["reasons"][0] == "0/0: current_start_frame == 1"
     assert not result.passed
 

@@ -40,8 +40,9 @@ class Case(Expectation):
             engine does (many steps, commits, eviction); its return value is ``CaseResult.output``.
         functionalization: "v1" | "v2" (kept as a :class:`Functionalization`); None takes the
             pipeline's (stock: v2, vllm: v1).
-        dynamic: ``torch.compile(dynamic=...)``.
-        inductor_config: ``torch._inductor.config`` patches on top of the pipeline's.
+        dynamic: ``torch.compile(dynamic=...)``; None (the default, as ``torch.compile``'s): static sizes
+            first, a size that changes recompiles once as symbolic.
+        inductor_config: ``torch._inductor.config`` patches on top of the pipeline's (None: none).
         pipeline: one of :data:`PIPELINES`, kept as a :class:`Pipeline` (the one place a
             pipeline name is validated: everything downstream takes the enum).
         verify: ``verify(output) -> (matches, max_abs_diff)``: compares the compiled run with
@@ -81,7 +82,7 @@ class Case(Expectation):
     expect_clean: ExpectClean = True
     driver: Callable[[Callable[..., Any]], Any] | None = None
     functionalization: Functionalization | None = None
-    dynamic: bool = False
+    dynamic: bool | None = None
     inductor_config: Mapping[str, Any] = field(default_factory=dict)
     pipeline: Pipeline = Pipeline.STOCK
     verify: Callable[[Any], tuple[bool, float]] | None = None
@@ -113,6 +114,15 @@ class Case(Expectation):
                     f"Case {self.name!r}: functionalization must be one of {FUNCTIONALIZATIONS} or None, "
                     f"got {self.functionalization!r}"
                 ) from None
+        if self.dynamic is not None and not isinstance(self.dynamic, bool):
+            raise ValueError(f"Case {self.name!r}: dynamic must be True, False or None, got {self.dynamic!r}")
+        if self.inductor_config is None:  # as torch.compile(options=None): no patches
+            object.__setattr__(self, "inductor_config", {})
+        elif not isinstance(self.inductor_config, Mapping):
+            raise ValueError(
+                f"Case {self.name!r}: inductor_config must be a mapping of torch._inductor.config patches or None, "
+                f"got {type(self.inductor_config).__name__}"
+            )
         if not isinstance(self.args, tuple):
             raise ValueError(f"Case {self.name!r}: args must be a tuple, got {type(self.args).__name__}")
         if self.reset is not None and not callable(self.reset):

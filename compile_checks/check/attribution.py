@@ -61,7 +61,10 @@ def build_report(
         report.errors.append(
             "no compiled region: torch.compile compiled nothing through the check, so nothing was checked "
             "(dynamo disabled by TORCHDYNAMO_DISABLE=1 or torch.compiler.set_stance('force_eager'), a driver "
-            "that ran no step, or code compiled outside the check such as an AOTInductor package)"
+            "that ran no step, code compiled outside the check such as an AOTInductor package, or a copy of the "
+            "backend recording into a copy of the check: a deep-copied bound method or wrapper of it, as "
+            "transformers' CompileConfig.to_dict() deep-copies its backend; hand over check.backend itself, "
+            "which copy.deepcopy returns unchanged)"
         )
         report.unreceived_pools = list(pools or {})
         return report

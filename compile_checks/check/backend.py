@@ -36,6 +36,7 @@ import torch._inductor.metrics as inductor_metrics
 from torch._inductor import compile_fx as compile_fx_module
 from torch._inductor.fx_passes import post_grad as post_grad_module
 
+from compile_checks.check.backend_object import ProbeBackend
 from compile_checks.check.graph.aten_writes import whole_pool_passes
 from compile_checks.check.graph.blind_spots import subgraph_mutations
 from compile_checks.check.graph.copies import find_copy_sites, misplaced_write_backs
@@ -201,6 +202,11 @@ class Probe:
         return post_grad_passes
 
     # ---- the backend ---------------------------------------------------------------------
+    @functools.cached_property
+    def backend(self) -> ProbeBackend:
+        """The dynamo backend (one object per probe): what ``torch.compile(backend=...)`` gets."""
+        return ProbeBackend(self)
+
     def _inner_compile(
         self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *args: Any, region: Region, **kwargs: Any
     ) -> Any:
@@ -237,7 +243,7 @@ class Probe:
             self.write_watch.on_compiled(out, gm, region.index)
         return out
 
-    def backend(
+    def compile_region(
         self,
         gm: torch.fx.GraphModule,
         example_inputs: Sequence[Any],
@@ -245,7 +251,7 @@ class Probe:
         mode: str | None = None,
         options: Mapping[str, Any] | None = None,
     ) -> Callable[..., Any]:
-        """A dynamo backend: ``compile_fx`` with the instrumented inner compile.
+        """What the backend does with one dynamo graph: ``compile_fx`` with the instrumented inner compile.
 
         ``mode`` / ``options`` are what ``torch.compile(fn, backend=<this>, mode=..., options=...)``
         hands a backend: applied as Inductor config patches, as the ``inductor`` backend would.

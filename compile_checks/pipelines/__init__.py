@@ -109,7 +109,7 @@ def compile_for_pipeline(
     fn: Callable[..., Any],
     pipeline: Pipeline,
     *,
-    dynamic: bool = False,
+    dynamic: bool | None = None,
     fullgraph: bool = False,
     mode: str | None = None,
     engine_compile: EngineCompile | None = None,

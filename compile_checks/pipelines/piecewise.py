@@ -171,7 +171,7 @@ def compile_piecewise(
     fn: Callable[..., Any],
     inductor_config: Mapping[str, Any],
     *,
-    dynamic: bool = False,
+    dynamic: bool | None = None,
     vllm_config: VllmConfig | None = None,
 ) -> Callable[..., Any]:
     """``fn`` compiled through the simulation; a ``@support_torch_compile`` module through vLLM's

@@ -146,7 +146,7 @@ def compile_vllm(
     fn: Callable[..., Any],
     inductor_config: Mapping[str, Any],
     *,
-    dynamic: bool = False,
+    dynamic: bool | None = None,
     fullgraph: bool = False,
     mode: str | None = None,
 ) -> Callable[..., Any]:
@@ -224,13 +224,13 @@ def observed_first_call(check: CloneCheck, fn: Any) -> Callable[[Callable[..., A
     return decorate
 
 
-def require_check_backend(module: Any, *, dynamic: bool = False) -> None:
+def require_check_backend(module: Any, *, dynamic: bool | None = None) -> None:
     """vLLM's wrapper resolved its backend when the module was built: it must be the check's,
     and the module must not be compiled yet (vLLM drops guards and never recompiles)."""
     if dynamic:
         raise ValueError(
             f"dynamic: {type(module).__name__} is compiled by vLLM's wrapper, which marks dynamic dims from "
-            "its @support_torch_compile(dynamic_arg_dims=...); leave Case.dynamic False"
+            "its @support_torch_compile(dynamic_arg_dims=...); leave Case.dynamic None (or False)"
         )
     if getattr(module, "compiled", False) or getattr(module, "aot_compiled_fn", None) is not None:
         raise ValueError(
