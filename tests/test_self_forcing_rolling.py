@@ -40,10 +40,11 @@ def test_the_rolling_window_gates_with_the_write_check_on(rolled) -> None:
     assert result.case.check_writes  # the default: the eager reference ran first
     assert result.report.run_findings == [] and result.check_errors == [] and result.passed, result.failure_reasons()
     assert result.report.unanalysed == []
-    # the copies are the roll's (a pool slice_scatter'ed with a slice of itself): both rolling chunks, every pool
+    # the copies are the roll's (a pool slice_scatter'ed with a slice of itself), every pool; the rolling chunks
+    # compile to one region (torch.compile's default, dynamic=None: the recompile is dynamic) or one per chunk
     assert {c.pool for c in result.report.clones} == POOLS
     assert {c.op for c in result.report.clones} == {"aten::slice_scatter"}
-    assert len({c.region for c in result.report.clones}) == 2
+    assert 1 <= len({c.region for c in result.report.clones}) <= 2
     # negative control of the copy verdict: the same case expected clean fails on them, with no other reason
     assert not result.clean
     assert not verdict.case_passed(expect_clean=True, clean=False, problems=result.report.problems, eager_match=None)
