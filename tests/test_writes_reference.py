@@ -224,8 +224,14 @@ def _blocks_case(check_writes: bool) -> tuple[Case, list[str]]:
             x = b(x)
         return x
 
-    case = Case("blocks", blocks[0], pools={"cache": cache}, driver=driver, compile=compile_blocks)
+    case = Case(
+        "blocks", blocks[0], pools={"cache": cache}, driver=driver, compile=compile_blocks, meta={"blocks": blocks}
+    )
     return case.replace(check_writes=check_writes), got
+
+
+def _blocks_of(case: Case) -> list[_Block]:
+    return list(case.meta["blocks"])
 
 
 @pytest.mark.compile
@@ -242,3 +248,100 @@ def test_a_hook_returning_a_block_list_is_what_the_eager_reference_runs() -> Non
         k: v["graphs"] for k, v in without.report.recompiles.items()
     }
     assert sum(v["graphs"] for v in result.report.recompiles.values()) >= 1
+
+
+def test_per_dim_checksums_locate_a_change_and_do_not_depend_on_chunking(monkeypatch: pytest.MonkeyPatch) -> None:
+    from compile_checks.check.writes import positions
+
+    t = torch.randn(2, 30, 8, 4)
+    whole = positions.dim_checksums(t)
+    monkeypatch.setattr(positions, "_CHUNK", 16)  # chunks of dim 0, then one dim down
+    assert all(torch.equal(a, b) for a, b in zip(whole, positions.dim_checksums(t), strict=True))
+    u = t.clone()
+    u[1, 17, 3, 2] += 1
+    assert positions.changed_indices(whole, positions.dim_checksums(u)) == [[1], [17], [3], [2]]
+    # negative control: an unchanged tensor shows no index
+    assert positions.changed_indices(whole, positions.dim_checksums(t.clone())) == [[], [], [], []]
+    for dtype in (torch.int64, torch.float64, torch.bool, torch.bfloat16):  # 8-byte elements: never hashed in place
+        x = torch.arange(6).reshape(2, 3).to(dtype)
+        kept = x.clone()
+        positions.dim_checksums(x)
+        assert torch.equal(x, kept), dtype
+
+
+# --- the compare, without a compiler: the "compiled run" is whatever the test does after the reference ---
+
+
+def test_positions_in_a_paged_layout_and_a_0_dim_counter() -> None:
+    blocks, counter = torch.zeros(8, 16, 2, 4), torch.tensor(0)
+    pools = {"k": blocks, "len": counter}
+
+    def run() -> None:
+        blocks[3].fill_(1.0)  # a whole block
+        blocks[5, 4:8].fill_(1.0)  # slots 4-7 of block 5
+        counter.add_(20)
+
+    ref = eager_reference(pools, run)
+    found = {f.pool: f for f in ref.compare(pools)}  # nothing written since: both are lost
+    k, n = found["k"], found["len"]
+    assert "dim 0 [3, 5], dim 1 [0-15] of [8, 16, 2, 4]" not in k.message  # dim 1 spans: not named
+    assert "dim 0 [3, 5] of [8, 16, 2, 4]" in k.message and k.rows == (3, 5)
+    assert k.details["positions"]["1"] == list(range(16)) and k.details["unwritten_elements"] == 16 * 8 + 4 * 8
+    assert "the 0-dim tensor" in n.message and n.kind == WriteProblem.LOST_WRITE
+    # the clean twin: the same writes again pass
+    run()
+    assert ref.compare(pools) == []
+
+
+def test_exact_for_unwritten_and_per_row_tolerance_for_values() -> None:
+    pool = torch.zeros(8, 4, dtype=torch.bfloat16)
+    pool[7, 0] = 32.0
+    rows = torch.tensor([1, 2])
+    small = torch.full((2, 4), 1e-3, dtype=torch.bfloat16)
+    ref = eager_reference({"p": pool}, lambda: pool.index_copy_(0, rows, small))
+    [f] = ref.compare({"p": pool})  # tiny values, never written: still lost (bit-exact)
+    assert f.rows == (1, 2) and f.details["unwritten_elements"] == 8
+    pool.index_copy_(0, rows, small * 1.01)  # within bf16's per-row tolerance
+    assert ref.compare({"p": pool}) == []
+    pool[2, 1] = 0.5  # beyond it, in row 2 only
+    [f] = ref.compare({"p": pool})
+    assert f.rows == (2,) and f.details["different_elements"] == 1 and f.kind == WriteProblem.LOST_WRITE
+
+
+def test_written_elsewhere_is_diverged_state_not_lost_write() -> None:
+    cache = torch.zeros(1, 2, 16, 4)
+    ref = eager_reference({"k": cache}, lambda: cache[:, :, 0:4].fill_(1.0))
+    cache[:, :, 4:8].fill_(1.0)  # the compiled run started 4 positions later
+    [f] = ref.compare({"k": cache})
+    assert f.kind == WriteProblem.DIVERGED_STATE and "Case(reset=...)" in f.message
+    assert "dim 2 [0-3]" in f.message and "dim 2 [4-7]" in f.message
+    # negative control: written at the same place plus elsewhere is a lost write (extra), not diverged
+    cache[:, :, 0:4].fill_(1.0)
+    [f] = ref.compare({"k": cache})
+    assert f.kind == WriteProblem.LOST_WRITE and "written only by the compiled run at dim 2 [4-7]" in f.message
+
+
+def test_reset_must_be_callable() -> None:
+    with pytest.raises(ValueError, match="reset must be callable"):
+        Case("r", lambda: None, reset=1)  # type: ignore[arg-type]
+
+
+def test_a_write_that_cannot_be_undone_is_an_error() -> None:
+    buf = torch.zeros(4)
+    ref = eager_reference({"buf": buf}, lambda: buf.resize_(8).fill_(1.0))
+    assert any("could not undo a write of aten::" in e for e in ref.errors), ref.errors
+    # the clean twin: no resize, nothing to report
+    buf = torch.zeros(4)
+    assert eager_reference({"buf": buf}, lambda: buf.fill_(1.0)).errors == []
+
+
+def test_the_eager_pass_leaves_no_dynamo_wrapper() -> None:
+    from compile_checks.case import write_reference
+
+    case, got = _blocks_case(check_writes=True)
+    ref = write_reference(case)
+    assert got == ["list"] and not isinstance(ref, str), ref
+    assert not any(hasattr(b.forward, "_torchdynamo_orig_callable") for b in _blocks_of(case))
+    # negative control: the hook itself, outside the eager pass, wraps each block
+    case.compile(lambda gm, ex: gm.forward)
+    assert all(hasattr(b.forward, "_torchdynamo_orig_callable") for b in _blocks_of(case))

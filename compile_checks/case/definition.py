@@ -59,9 +59,10 @@ class Case(Expectation):
         fullgraph / mode: ``torch.compile(fn, fullgraph=..., mode=...)`` of the plain compile (stock and
             vllm pipelines; a ``@support_torch_compile`` module compiles with vLLM's own settings; with
             ``compile`` the engine passes its own).
-        check_writes: with a ``driver`` or ``verify``, also run the case eagerly first (state restored)
-            and fail a pool the compiled run left different (``lost_write``); False for a driver
-            that cannot run twice.
+        check_writes: with a ``driver`` or ``verify``, also run the case eagerly first (with ``compile``:
+            the same hook, run eagerly; every tensor it writes restored after) and fail a pool the
+            compiled run left different (``lost_write``), or that shows the two runs started apart
+            (``diverged_state``: see ``reset``); False for a driver that cannot run twice.
         max_recompiles: fail when dynamo recompiled a function more often than this; None: no limit.
         reset: ``reset() -> None``, called before the eager reference run and again before the compiled
             run: puts back the state the check cannot (the write check restores every tensor the eager run

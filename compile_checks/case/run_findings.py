@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
+from unittest import mock
 
 if TYPE_CHECKING:  # the checker imports torch: loading a case file must stay cheap
     from compile_checks.case.definition import Case
@@ -18,9 +19,9 @@ if TYPE_CHECKING:  # the checker imports torch: loading a case file must stay ch
 def write_reference(case: Case) -> Any:
     """The eager reference for the lost-write check (compile_checks.check.writes.lost), or None when it is off.
 
-    The eager run is what the compiled run runs: with ``Case.compile`` the same hook, given a backend
-    that is never called (dynamo's ``force_eager`` stance runs every compiled callable eagerly, so no
-    dynamo state is left for the compiled run), and the driver gets the same kind of object.
+    The eager run is what the compiled run runs: with ``Case.compile`` the same hook, its ``torch.compile``
+    calls handing back what they were given (no dynamo wrapper outlives the eager run) and dynamo's
+    ``force_eager`` stance on for any other path; the driver gets the same kind of object.
     ``Case.reset`` is called first (and again before the compiled run, by :func:`run_case`).
     """
     if not case.check_writes or (case.driver is None and case.verify is None):
@@ -40,7 +41,7 @@ def write_reference(case: Case) -> Any:
     fn, context = _eager(case)
 
     def run() -> Any:
-        with context(), torch.compiler.set_stance("force_eager"):
+        with context(), torch.compiler.set_stance("force_eager"), mock.patch.object(torch, "compile", _no_compile):
             target: Any = fn
             if case.compile is not None:
                 target = case.compile(_never_called) or fn
@@ -53,6 +54,12 @@ def write_reference(case: Case) -> Any:
             f"the eager reference run of the lost-write check failed ({type(e).__name__}: {e}); "
             "Case(check_writes=False) skips it for a case that cannot run eagerly or twice"
         )
+
+
+def _no_compile(model: Any = None, **_: Any) -> Any:
+    """``torch.compile`` while the eager reference runs ``Case.compile``: what it was given, unwrapped, so the
+    hook installs no dynamo wrapper that would outlive the eager run (``force_eager`` covers any other path)."""
+    return model if model is not None else (lambda fn: fn)
 
 
 def _never_called(gm: Any, example_inputs: Any) -> Any:

@@ -14,11 +14,13 @@ an engine's KV cache write escapes that:
   ``ADInplaceOrView``, so an in-place ATen op inside it bumps no ``_version`` (torch 2.13: 0 -> 0
   with a mode, 0 -> 1 without), so the watcher compares bytes against a shadow copy.
 * **lost write**: the compiled run never wrote what eager wrote (AOT autograd's dead-code
-  elimination drops a no-mutation op whose output is unused before the post-grad graph;
-  Inductor's lowering/codegen drops one whose output only feeds a size-0 reduction). :func:`eager_reference`
-  runs the case eagerly from a snapshot (recording which op wrote which pool rows), restores
-  the snapshot in place, and :meth:`EagerReference.compare` diffs the compiled run's pools
-  against it row by row (dim 0).
+  elimination drops a no-mutation op whose output is unused before the post-grad graph; Inductor's
+  lowering/codegen drops one whose output only feeds a size-0 reduction). :func:`eager_reference`
+  runs the case eagerly under an undo log (:mod:`.undo`: the pre-image of exactly what each op call
+  writes, into any tensor that existed before), keeps the named pools' written elements, rolls every
+  write back, and :meth:`EagerReference.compare` reads the same elements after the compiled run:
+  never written (exact), written differently (per-row tolerance; by written-ness where values depend
+  on the RNG), or written elsewhere too (``diverged_state``: the runs started apart).
 
 vLLM's own pattern (``vllm::unified_kv_cache_update`` whose dummy output feeds
 ``vllm::unified_attention_with_output``) is recognised: its writes are attributed to the
@@ -29,12 +31,15 @@ the KV update) are recognised the same way (they declare ``output`` mutated: Ind
 
 Cost: a compiled graph that calls no opaque op runs unwatched; one that does pays a copy and a
 compare of every named pool around each opaque call (memory bandwidth, no compile). The lost-write
-check costs one eager run of the case and four copies of the pools (snapshot, before, after, shadow).
+check costs one eager run of the case under the undo log and memory for the written elements
+(pre-images, eager's values, their offsets), plus a few checksum passes over the pools.
 
 Modules: :mod:`.ops` (which ops are trusted, what a call declares it writes), :mod:`.rows` (row
 diffs), :mod:`.watcher` (the dispatch mode), :mod:`.regions` (compiled regions: undeclared writes,
-anchoring, generated code), :mod:`.lost` (lost writes, the eager reference), :mod:`.finding` (what
-they report). The names below are the package's public face.
+anchoring, generated code), :mod:`.footprint` (what one call writes; the registry for opaque ops),
+:mod:`.undo` (the undo log), :mod:`.positions` (positions in a pool's own terms, per-dim checksums),
+:mod:`.lost` (lost writes, the eager reference), :mod:`.finding` (what they report). The names below
+are the package's public face.
 """
 
 from __future__ import annotations

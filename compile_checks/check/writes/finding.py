@@ -18,7 +18,8 @@ class WriteFinding:
     """One write problem (or one attributed side-effect write) the check saw.
 
     ``kind``: a :class:`WriteProblem`; ``fails``: whether it fails the case (an attributed vLLM
-    side-effect write is reported, not failed); ``rows``: pool rows (dim 0) concerned.
+    side-effect write is reported, not failed); ``rows``: the pool's indices concerned along its dim
+    ``details["dim"]`` (dim 0 where ``details`` names no dim).
     """
 
     kind: WriteProblem

@@ -39,7 +39,7 @@ from compile_checks.check.writes.positions import (
     per_dim,
     written_dim,
 )
-from compile_checks.check.writes.undo import UndoLog, storage_key
+from compile_checks.check.writes.undo import LoggedWrite, UndoLog, storage_key
 from compile_checks.vocab import WriteProblem
 
 # relative tolerance per dtype, of the largest |eager value| in the element's row (its last dim)
@@ -60,14 +60,17 @@ class PoolWrites:
     checksums: list[torch.Tensor]  # per-dim checksums of the pool at the start
 
 
-def _pool_writes(pool: torch.Tensor, log: UndoLog, checksums: list[torch.Tensor]) -> PoolWrites:
-    key = storage_key(pool)
+def _pool_writes(pool: torch.Tensor, writes: list[LoggedWrite], checksums: list[torch.Tensor]) -> PoolWrites:
+    # a pool that is its whole storage holds every offset of it: no coordinates needed to tell
+    whole = pool.is_contiguous() and pool.storage_offset() == 0 and flat_view(pool).numel() == pool.numel()
     offs, vals, rand, writers = [], [], [], []
-    for w in log.writes:
-        if storage_key(w.footprint.tensor) != key or w.saved.dtype != pool.dtype:
+    for w in writes:
+        if w.saved.dtype != pool.dtype:
             continue
         o = w.footprint.offsets().to(pool.device)
-        inside = coordinates(pool, o)[1]
+        if o.numel() != w.saved.numel():  # the tensor was resized since: its rollback fails and says so
+            continue
+        inside = torch.ones_like(o, dtype=torch.bool) if whole else coordinates(pool, o)[1]
         if not bool(inside.any()):
             continue
         offs.append(o[inside])
@@ -103,6 +106,9 @@ class EagerReference:
         for name, ref in self.pools.items():
             if name not in pools:
                 self.notes.append(f"pool {name!r} is gone after the compiled run: not compared")
+                continue
+            if [len(c) for c in ref.checksums] != list(pools[name].shape or (1,)):
+                self.notes.append(f"pool {name!r} has another shape after the compiled run: not compared")
                 continue
             finding = _compare(name, pools[name].detach(), ref)
             if finding is not None:
@@ -209,16 +215,21 @@ def eager_reference(pools: Mapping[str, torch.Tensor], run: Callable[[], Any]) -
     rng = torch.get_rng_state()
     cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
     log = UndoLog()
+    failed: list[str] = []
     try:
         with log:
             run()
-        written = {n: _pool_writes(t, log, start[n]) for n, t in pools.items()}
+        by_storage: dict[int, list[LoggedWrite]] = {}
+        for w in log.writes:
+            by_storage.setdefault(w.storage, []).append(w)
+        written = {n: _pool_writes(t, by_storage.get(storage_key(t), []), start[n]) for n, t in pools.items()}
     finally:
-        log.rollback()
+        failed = log.rollback()
         torch.set_rng_state(rng)
         if cuda_rng is not None:
             torch.cuda.set_rng_state_all(cuda_rng)
     ref = EagerReference(written, saved_bytes=log.saved_bytes)
+    ref.errors += [f"the eager reference could not undo a write of {f}" for f in failed]
     for op, nbytes in sorted(log.saved_whole.items()):
         ref.notes.append(
             f"{op} declares writing tensors it was given and has no registered write footprint: the eager reference "
@@ -226,6 +237,9 @@ def eager_reference(pools: Mapping[str, torch.Tensor], run: Callable[[], Any]) -
             "writes"
         )
     for n, t in pools.items():
+        if [len(c) for c in start[n]] != list(t.shape or (1,)):
+            ref.errors.append(f"pool {n!r} changed shape in the eager reference run: it cannot be compared")
+            continue
         moved = changed_indices(start[n], dim_checksums(t))
         if any(moved):
             ref.errors.append(

@@ -7,14 +7,16 @@ span its whole size, the indices concerned.
 
 :func:`dim_checksums` is how a pool's changes are found without a copy of it: one checksum per index
 of each dim (a hash of each element's bytes summed over the other dims), computed in chunks on the
-pool's device. Extra memory: the sum of the pool's dims, plus one chunk of int64 work.
+pool's device. Extra memory: the sum of the pool's dims, plus one chunk of int64 work (4 MiB on the
+CPU, 128 MiB on an accelerator).
 """
 
 from __future__ import annotations
 
 import torch
 
-_CHUNK = 1 << 21  # elements hashed at once (int64 work: 16 MiB)
+_CHUNK = 1 << 19  # elements hashed at once on the CPU (int64 work: 4 MiB)
+_DEVICE_CHUNK = 1 << 24  # on an accelerator (128 MiB of int64 work: few kernel launches for a 40 GB pool)
 _INT = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 
 
@@ -23,10 +25,19 @@ def _as_nd(t: torch.Tensor) -> torch.Tensor:
 
 
 def _hash(x: torch.Tensor) -> torch.Tensor:
-    bits = x.contiguous().view(_INT[x.element_size()]).to(torch.int64)
-    h = bits * -7046029254386353131 + 0x5BD1E995
-    h = h ^ (h >> 29)
-    return h * -4658895280553007687
+    """A mixed int64 per element of ``x``'s bytes (in place on one temporary: no cancellation by design)."""
+    h = x.contiguous().view(_INT[x.element_size()]).to(torch.int64, copy=True)  # never the pool itself
+    h.mul_(-7046029254386353131).add_(0x5BD1E995)
+    h.bitwise_xor_(h >> 29)
+    return h.mul_(-4658895280553007687)
+
+
+def _sums(h: torch.Tensor) -> list[torch.Tensor]:
+    """Per dim, the sum over every other dim: two passes over ``h`` whatever its rank."""
+    if h.dim() == 1:
+        return [h]
+    inner = _sums(h.sum(dim=-1))  # every dim but the last, from a tensor 1/size(-1) as large
+    return [*inner, h.sum(dim=list(range(h.dim() - 1)))]
 
 
 def dim_checksums(pool: torch.Tensor) -> list[torch.Tensor]:
@@ -35,16 +46,20 @@ def dim_checksums(pool: torch.Tensor) -> list[torch.Tensor]:
     sums = [torch.zeros(n, dtype=torch.int64, device=t.device) for n in t.shape]
     if t.numel() == 0:
         return sums
-    rows = max(1, _CHUNK // max(1, t[0].numel()))
+    chunk = _CHUNK if t.device.type == "cpu" else _DEVICE_CHUNK
+    if t[0].numel() > chunk:  # one index of dim 0 is too large a chunk: go one dim down
+        for i in range(t.shape[0]):
+            below = dim_checksums(t[i])
+            sums[0][i] = below[0].sum()
+            for d, sub in enumerate(below, start=1):
+                sums[d] += sub
+        return sums
+    rows = max(1, chunk // max(1, t[0].numel()))
     for start in range(0, t.shape[0], rows):
-        h = _hash(t[start : start + rows])
-        for d in range(t.dim()):
-            other = [i for i in range(t.dim()) if i != d]
-            part = h.sum(dim=other) if other else h
-            if d == 0:
-                sums[0][start : start + h.shape[0]] += part
-            else:
-                sums[d] += part
+        part = _sums(_hash(t[start : start + rows]))
+        sums[0][start : start + part[0].shape[0]] += part[0]
+        for d in range(1, t.dim()):
+            sums[d] += part[d]
     return sums
 
 

@@ -22,7 +22,8 @@ were written, never by value).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import functools
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,15 +45,20 @@ def storage_key(t: torch.Tensor) -> int:
     return int(t.untyped_storage()._cdata)
 
 
-def _tensors(obj: Any) -> Iterator[torch.Tensor]:
-    if isinstance(obj, torch.Tensor):
-        yield obj
-    elif isinstance(obj, (list, tuple)):
-        for x in obj:
-            yield from _tensors(x)
-    elif isinstance(obj, Mapping):
-        for x in obj.values():
-            yield from _tensors(x)
+def _flat(args: Any, kwargs: Mapping[str, Any]) -> list[torch.Tensor]:
+    """The tensors of an op call's arguments (schemas nest at most one list deep)."""
+    out = []
+    for a in (*args, *kwargs.values()):
+        if isinstance(a, torch.Tensor):
+            out.append(a)
+        elif isinstance(a, (list, tuple)):
+            out += [x for x in a if isinstance(x, torch.Tensor)]
+    return out
+
+
+@functools.cache
+def _op_base(name: str) -> str:
+    return name.removeprefix("aten::").partition(".")[0]
 
 
 @dataclass
@@ -63,6 +69,7 @@ class LoggedWrite:
     footprint: Footprint
     saved: torch.Tensor
     random: bool
+    storage: int  # storage_key of the written tensor
 
 
 class UndoLog(TorchDispatchMode):
@@ -83,30 +90,28 @@ class UndoLog(TorchDispatchMode):
         kwargs = kwargs or {}
         if not isinstance(func, torch._ops.OpOverload):
             return func(*args, **kwargs)
-        inputs = list(_tensors((args, kwargs)))
+        keys = {storage_key(t): t for t in _flat(args, kwargs)}  # the inputs' storages
         name = op_name(func)
         opaque = is_opaque(func)
         footprints = self._footprints(func, name, opaque, args, kwargs)
         random = torch.Tag.nondeterministic_seeded in func.tags
-        written = {storage_key(f.tensor) for f in footprints}
-        read = inputs
-        if name.removeprefix("aten::").partition(".")[0] in _OVERWRITES and not kwargs.get("accumulate", False):
-            read = [t for t in inputs if storage_key(t) not in written]
-        random = random or any(storage_key(t) in self._tainted for t in read)
+        if not random and self._tainted:
+            read = set(keys)
+            if footprints and _op_base(name) in _OVERWRITES and not kwargs.get("accumulate", False):
+                read -= {storage_key(f.tensor) for f in footprints}
+            random = not self._tainted.isdisjoint(read)
         for fp in footprints:
             key = storage_key(fp.tensor)
             if key not in self._created and fp.tensor.numel() > 0:
-                self.writes.append(LoggedWrite(self._outer[0] if self._outer else name, fp, fp.save(), random))
+                op = self._outer[0] if self._outer else name
+                self.writes.append(LoggedWrite(op, fp, fp.save(), random, key))
             if random:
                 self._tainted.add(key)
         out = self._call(func, name, opaque, args, kwargs)
-        if name == "aten::lift_fresh":
-            self._created.update(storage_key(t) for t in _tensors(out))
-            return out
-        existing = {storage_key(t) for t in inputs}
-        for t in _tensors(out):
+        outs = [out] if isinstance(out, torch.Tensor) else _flat(out if isinstance(out, (list, tuple)) else (), {})
+        for t in outs:
             key = storage_key(t)
-            if key not in existing:
+            if key not in keys or name == "aten::lift_fresh":  # lift_fresh returns a tensor made outside dispatch
                 self._created.add(key)
             if random:
                 self._tainted.add(key)
@@ -132,7 +137,7 @@ class UndoLog(TorchDispatchMode):
     def _call(self, func: Any, name: str, opaque: bool, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
         if not opaque:
             return func(*args, **kwargs)
-        tensors = list(_tensors((args, kwargs)))
+        tensors = _flat(args, kwargs)
         if not tensors:
             return func(*args, **kwargs)  # no tensor argument: run below the mode, unlogged inside
         keys = torch._C._dispatch_keys(tensors[0])
@@ -147,10 +152,15 @@ class UndoLog(TorchDispatchMode):
         finally:
             self._outer.pop()
 
-    def rollback(self) -> None:
-        """Put every logged pre-image back, last write first."""
+    def rollback(self) -> list[str]:
+        """Put every logged pre-image back, last write first; why any could not be (a tensor resized since)."""
+        failed = []
         for w in reversed(self.writes):
-            w.footprint.restore(w.saved)
+            try:
+                w.footprint.restore(w.saved)
+            except RuntimeError as e:
+                failed.append(f"{w.op}: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
+        return failed
 
     @property
     def saved_bytes(self) -> int:
