@@ -14,8 +14,9 @@ elements after the compiled run:
   the last dim: one K/V vector), so one large value elsewhere cannot hide a lost row;
 * an element that depends on the RNG is compared by whether it was written, never by value;
 * elements written only by the compiled run are found by per-dim checksums; when the compiled run
-  left eager's elements unwritten and wrote others, the runs started apart (Python-side state the
-  check cannot restore): ``diverged_state``, pointing at ``Case(reset=...)``, never ``lost_write``.
+  left eager's elements unwritten (or wrote them differently) and wrote others, the runs started apart
+  (Python-side state the check cannot restore, such as a sliding window's fill level):
+  ``diverged_state``, pointing at ``Case(reset=...)``, never ``lost_write``.
 
 Cost: one eager run under the log; extra memory O(elements written): pre-images, eager's values and
 one storage offset per written element, plus the pools' per-dim checksums.
@@ -179,7 +180,9 @@ def _compare(name: str, pool: torch.Tensor, ref: PoolWrites) -> WriteFinding | N
     rows = tuple(where[dim]) if shape and bool(bad.any()) else ()
     if shape and n_unwritten:  # positions along the written dim that the compiled run never wrote
         details["unwritten_rows"] = per_dim(coordinates(pool, ref.offsets[unwritten])[0])[dim]
-    if n_unwritten and compiled_only:
+    # eager's elements not as eager left them, and writes where eager never wrote: the runs started apart
+    if compiled_only and bool(bad.any()):
+        what = f"left {describe(shape, where)} {'unwritten' if n_differ == 0 else 'different from eager'} and "
         return WriteFinding(
             WriteProblem.DIVERGED_STATE,
             name,
@@ -187,9 +190,9 @@ def _compare(name: str, pool: torch.Tensor, ref: PoolWrites) -> WriteFinding | N
             rows=rows,
             nbytes=nbytes,
             details=details,
-            message=f"pool {name!r}: the compiled run left {describe(shape, where)} unwritten and wrote "
-            f"{describe(shape, elsewhere)} instead: the eager reference and the compiled run started from "
-            "different states (state kept in Python, e.g. a position counter, is not restored by the check); "
+            message=f"pool {name!r}: the compiled run {what}wrote {describe(shape, elsewhere)}, which the eager run "
+            "did not write: the eager reference and the compiled run started from different states (state kept in "
+            "Python, e.g. a position counter or a sliding window's fill level, is not restored by the check); "
             "pass Case(reset=...) to put it back before each run",
         )
     return WriteFinding(
