@@ -10,7 +10,8 @@
   sees every region transformers compiles (``CompileConfig`` deep-copies its backend).
 
 The sliding layer keeps its fill level as a Python int: ``reset=python_state_reset(cache)`` puts it
-back before each of the write check's two runs. The pools are the cache object's ``StaticLayer.keys`` / ``values`` ``[B, H, L, D]``, named with
+back before each of the write check's two runs. The pools are the cache object's
+``StaticLayer.keys`` / ``values`` ``[B, H, L, D]``, named with
 ``compile_checks.pools.pools_from_module``. ``cases`` is a zero-argument factory: every gate run
 gets a fresh model and cache.
 """
