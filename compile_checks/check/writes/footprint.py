@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 from compile_checks.check.graph.fx_helpers import written_arguments
+from compile_checks.check.writes.ops import declared_mutations
 
 Select = Callable[[torch.Tensor], torch.Tensor]
 Restore = Callable[[torch.Tensor, torch.Tensor], object]
@@ -197,12 +198,7 @@ def aten_footprints(func: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any])
 
 def written_tensors(func: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> list[torch.Tensor]:
     """The tensors a call declares it writes (``Tensor(a!)`` arguments, lists flattened)."""
-    out: list[torch.Tensor] = []
-    for i, name in written_arguments(func):
-        value = args[i] if i < len(args) else kwargs.get(name)
-        values = value if isinstance(value, (list, tuple)) else [value]
-        out += [v for v in values if isinstance(v, torch.Tensor)]
-    return out
+    return declared_mutations(func, args, kwargs)
 
 
 __all__ = [
