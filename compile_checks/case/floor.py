@@ -93,9 +93,23 @@ def _floor_inductor(run: FloorRun, inductor_config: dict[str, Any]) -> Iterator[
         torch._dynamo.reset()
 
 
+def run_through(case: Any, backend: Callable[..., Any]) -> None:
+    """Compile ``case`` through ``backend`` as its engine does (its ``compile`` hook, else ``torch.compile``
+    with the case's ``dynamic`` / ``fullgraph``) and run it once (its driver, else one call)."""
+    import torch
+
+    if case.compile is not None:
+        compiled = case.compile(backend) or case.fn
+    else:
+        compiled = torch.compile(case.fn, backend=backend, dynamic=case.dynamic, fullgraph=case.fullgraph)
+    if case.driver is not None:
+        case.driver(compiled)
+    else:
+        compiled(*case.args, **dict(case.kwargs))
+
+
 def floor_run(case: Any) -> FloorRun:
     """``case`` under plain ``torch.compile`` stopped after the post-grad passes (stock settings + the case's)."""
-    import torch
 
     from compile_checks.pipelines import pipeline_settings
 
@@ -109,14 +123,7 @@ def floor_run(case: Any) -> FloorRun:
     run = FloorRun()
     t0 = time.perf_counter()
     with _floor_inductor(run, patches) as backend:
-        if case.compile is not None:
-            compiled = case.compile(backend) or case.fn
-        else:
-            compiled = torch.compile(case.fn, backend=backend, dynamic=case.dynamic, fullgraph=case.fullgraph)
-        if case.driver is not None:
-            case.driver(compiled)
-        else:
-            compiled(*case.args, **dict(case.kwargs))
+        run_through(case, backend)
     run.wall_seconds = time.perf_counter() - t0
     return run
 
@@ -135,4 +142,4 @@ def check_region_seconds(report: Any) -> list[float]:
     return [sum(float(v) for v in per_region[i].values()) for i in sorted(per_region)]
 
 
-__all__ = ["FloorRun", "check_region_seconds", "check_run", "floor_run"]
+__all__ = ["FloorRun", "check_region_seconds", "check_run", "floor_run", "run_through"]

@@ -102,23 +102,11 @@ def _served_only(patches: dict[str, Any], missed: list[str]) -> Iterator[Callabl
         torch._dynamo.reset()
 
 
-def _run(case: Any, backend: Callable[..., Any]) -> None:
-    import torch
-
-    if case.compile is not None:
-        compiled = case.compile(backend) or case.fn
-    else:
-        compiled = torch.compile(case.fn, backend=backend, dynamic=case.dynamic, fullgraph=case.fullgraph)
-    if case.driver is not None:
-        case.driver(compiled)
-    else:
-        compiled(*case.args, **dict(case.kwargs))
-
-
 def warm_run(planned: Any, trace_dir: Path, builder: Any) -> dict[str, Any]:
     """The case against the caches of this process's ``TORCHINDUCTOR_CACHE_DIR``: each served graph's scan."""
     import torch
 
+    from compile_checks.case.floor import run_through
     from compile_checks.pipelines import resolve
     from compile_checks.ranks import RankedCase
     from compile_checks.scan.copies import scan_graph
@@ -140,7 +128,7 @@ def warm_run(planned: Any, trace_dir: Path, builder: Any) -> dict[str, Any]:
 
     counters.clear()
     with _traced(trace_dir), _served_only(patches, missed) as backend:
-        _run(case, backend)
+        run_through(case, backend)
     # torch's own hit/miss counts: beside the trace's records, so a torch that logs hits otherwise shows
     hits = {f"{group}.{name}": n for group in ("aot_autograd", "inductor") for name, n in counters[group].items()}
     hits = {k: v for k, v in hits.items() if "cache" in k}
