@@ -30,12 +30,13 @@ from compile_checks.check.recompile_limit import (
 )
 from compile_checks.check.recompiles import RecompileLog, recompile_table, recording_reasons
 from compile_checks.check.writes.regions import RegionWriteWatch
-from compile_checks.errors import CompileChecksError
+from compile_checks.errors import CompileChecksError, UsageError
 from compile_checks.explain.culprit_pass import PostGradRecorder
 from compile_checks.explain.depyf_dump import DepyfDump
 from compile_checks.explain.dumps import write_dump
 from compile_checks.explain.explanations import explain_report
 from compile_checks.explain.grouping import alike, group_explanations
+from compile_checks.no_values import NoValues, Storage, no_values
 from compile_checks.pools import PoolNamingError, PoolsArg, resolve_pools
 from compile_checks.verdict import bytes_per_call, copy_fields, render_copy
 
@@ -72,10 +73,23 @@ class CloneCheck:
         analysis_only: bool = False,
         allow_unanalysed: bool = False,
         explain: bool = True,
+        values: NoValues | None = None,
     ) -> None:
         # a callable is kept and re-read (refresh_pools) so an engine that rebuilds its cache is followed
         self.pools_source = pools
         self.pools = resolve_pools(pools) or None
+        # pools (or, from run_case / analyze_pool_clones, the case's tensors) without values: analysis-only,
+        # no write checks, one note (compile_checks.no_values)
+        self.no_values = values or no_values(self.pools)
+        if self.no_values is not None:
+            if self.no_values.storage == Storage.META and not self.no_values.converted:
+                raise UsageError(
+                    "the pools are on meta: run_case / analyze_pool_clones compile a meta model as FakeTensors; "
+                    "with CloneCheck itself, build the model and pools under one FakeTensorMode"
+                )
+            if not analysis_only:
+                self.no_values.skip("the full compile (its generated code cannot run without values)")
+            analysis_only = True
         # accept regions the check could not analyse (a backward graph, a HOP subgraph ...)
         self.allow_unanalysed = allow_unanalysed
         self.inductor_config = dict(inductor_config or {})
@@ -88,7 +102,8 @@ class CloneCheck:
         if callable(pools) and not isinstance(pools, Mapping):
             self.probe.pools_provider = lambda: resolve_pools(pools)
         # writes an opaque op makes without declaring them, and recompiles (compile_checks.check.writes/recompiles)
-        self.probe.write_watch = RegionWriteWatch(self.pools, self.probe.received_pools)
+        if self.no_values is None:
+            self.probe.write_watch = RegionWriteWatch(self.pools, self.probe.received_pools)
         self.recompile_log = RecompileLog()
         self.limit_log = (
             LimitLog()
@@ -168,7 +183,10 @@ class CloneCheck:
         report = build_report(self.probe, self.pools, self.dump_dir, allow_unanalysed=self.allow_unanalysed)
         report.notes += [unread] if unread else []
         report.recompiles = recompile_table(self.probe.regions, self.recompile_log)
-        report.run_findings += self.probe.write_watch.findings()
+        if self.probe.write_watch is not None:
+            report.run_findings += self.probe.write_watch.findings()
+        if self.no_values is not None:
+            report.notes.append(self.no_values.note())
         raised = raised_by_limit(exc)
         report.run_findings += limit_findings(self.limit_log, raised=raised)
         report.notes += self.limit_log.notes
@@ -233,8 +251,14 @@ def analyze_pool_clones(
     ``report.output`` is what ``fn`` returned. ``inductor_config`` adds torch._inductor.config
     patches for the check (e.g. ``{"reorder_for_locality": False}``). ``analysis_only`` stops
     Inductor after its post-grad passes (same verdict, no codegen); ``allow_unanalysed``
-    accepts regions the check could not analyse.
+    accepts regions the check could not analyse. A model, pools and args built on ``meta`` or under
+    ``FakeTensorMode`` get the analysis-only verdict (:mod:`compile_checks.no_values`).
     """
+    values = no_values(dict(pools or {}), args, kwargs, fn)
+    if values is not None and values.storage == Storage.META:  # meta -> FakeTensors, in place
+        to_fake = values.to_fake()
+        fn, args, kwargs = to_fake.swap(fn), to_fake.swap(args), to_fake.swap(kwargs)
+        pools = to_fake.swap(dict(pools)) if pools is not None else None
     check = CloneCheck(
         pools=pools,
         functionalization=functionalization,
@@ -242,8 +266,9 @@ def analyze_pool_clones(
         inductor_config=inductor_config,
         analysis_only=analysis_only,
         allow_unanalysed=allow_unanalysed,
+        values=values,
     )
-    with check:
+    with check, values.mode if values is not None else contextlib.nullcontext():
         output = check.compile(fn, dynamic=dynamic)(*args, **kwargs)
     assert check.report is not None
     check.report.output = output

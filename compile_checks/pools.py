@@ -8,7 +8,9 @@ model, "*.k_cache")``) to have it re-read at each call, so rebuilt tensors are f
 
 Invariant (:func:`validate_pools`): a tensor is named once, and no two names share an element of
 memory (decided by strides: interleaved views such as ``kv[:, 0]`` / ``kv[:, 1]`` of one storage are
-disjoint); a violation is a :class:`PoolNamingError`, never a silently dropped name.
+disjoint); a violation is a :class:`PoolNamingError`, never a silently dropped name. Storages are told
+apart by their own identity (:func:`~compile_checks.check.storage_identity.storage_key`), so pools built
+on ``meta`` or under ``FakeTensorMode`` (all at address 0) are named as real ones are.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import torch
 
 from compile_checks.check.graph.geometry import StorageRef
 from compile_checks.check.graph.overlap import views_overlap
+from compile_checks.check.storage_identity import storage_key
 from compile_checks.errors import CompileChecksError
 
 PoolsArg = Mapping[str, torch.Tensor] | Callable[[], Mapping[str, torch.Tensor]] | None
@@ -40,7 +43,8 @@ def validate_pools(pools: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]
         if not isinstance(t, torch.Tensor):
             raise PoolNamingError(f"pool {name!r} is a {type(t).__name__}, not a tensor")
         for other, u in seen:
-            if t.device != u.device or t.untyped_storage().data_ptr() != u.untyped_storage().data_ptr():
+            # by the storage's identity, not its address: every meta / fake storage reports address 0
+            if t.device != u.device or storage_key(t) != storage_key(u):
                 continue
             ref, uref = StorageRef.of(t), StorageRef.of(u)
             # by elements, not byte span: kv[:, 0] / kv[:, 1] of a (blocks, 2, ...) cache interleave, sharing none

@@ -7,6 +7,7 @@ recompiles) which is the eager side of the run.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -14,11 +15,13 @@ from typing import TYPE_CHECKING, Any
 from compile_checks import verdict
 from compile_checks.case.definition import Case
 from compile_checks.case.run_findings import run_findings, write_reference
+from compile_checks.case.without_values import without_values
 from compile_checks.pipelines import compile_for_pipeline, resolve
 
 if TYPE_CHECKING:  # the checker imports torch: loading a case file must stay cheap
     from compile_checks.api import CloneCheck
     from compile_checks.check.findings import CloneReport
+    from compile_checks.no_values import NoValues
 
 
 @dataclass
@@ -111,9 +114,12 @@ class CaseResult:
         )
 
 
-def check_session(case: Case, *, analysis_only: bool = False, dump_dir: str | None = None) -> CloneCheck:
+def check_session(
+    case: Case, *, analysis_only: bool = False, dump_dir: str | None = None, values: NoValues | None = None
+) -> CloneCheck:
     """The (not yet entered) check session ``case`` is compiled under: its pools, and the pipeline's
-    settings with the case's overrides (:func:`compile_checks.pipelines.resolve`)."""
+    settings with the case's overrides (:func:`compile_checks.pipelines.resolve`); ``values``: the case
+    has none (:func:`~compile_checks.case.without_values.without_values`)."""
     from compile_checks.api import CloneCheck  # lazy: api imports torch; loading a case file stays torch-free
 
     settings = resolve(case)
@@ -124,6 +130,7 @@ def check_session(case: Case, *, analysis_only: bool = False, dump_dir: str | No
         inductor_config=settings.inductor_config,
         analysis_only=analysis_only,
         allow_unanalysed=case.allow_unanalysed,
+        values=values,
     )
 
 
@@ -139,7 +146,7 @@ def case_result(case: Case, check: CloneCheck, output: Any, *, started: float) -
         compile_seconds=sum(r.compile_seconds for r in check.probe.regions),
         analysis_only=check.probe.analysis_only,
     )
-    if case.verify is not None:
+    if case.verify is not None and check.no_values is None:  # no values: nothing to compare
         matches, diff = case.verify(output)
         result.eager_match, result.max_abs_diff = bool(matches), float(diff)
     result.wall_seconds = time.perf_counter() - started
@@ -156,14 +163,18 @@ def run_case(
 
     ``analysis_only`` stops Inductor after its post-grad passes (no C++ codegen) and runs
     that graph: the same verdict at a fraction of the cost.
+
+    A case built on ``meta`` or under ``FakeTensorMode`` gets the analysis-only verdict, its meta tensors
+    compiled as FakeTensors; the write checks, ``verify`` and a full compile are skipped with one note.
     """
     started = time.perf_counter()
-    check = check_session(case, analysis_only=analysis_only, dump_dir=dump_dir)
+    case, values = without_values(case)  # the one place the case is read for values
+    check = check_session(case, analysis_only=analysis_only, dump_dir=dump_dir, values=values)
     # lost writes: an eager run under an undo log (every write rolled back) to compare the pools with
-    reference = write_reference(case)
+    reference = write_reference(case) if values is None else None
     if case.reset is not None:
         case.reset()
-    with check:
+    with check, values.mode if values is not None else contextlib.nullcontext():
         compiled = compile_for_pipeline(
             check,
             case.fn,

@@ -21,17 +21,15 @@ import torch
 
 from compile_checks.check.findings import SurvivingClone
 from compile_checks.check.graph.fx_helpers import layer_of
+from compile_checks.check.storage_identity import storage_key
 from compile_checks.vocab import CopyKind
 
 
 def output_storages(out: Any) -> dict[int, int]:
-    """Storage pointer -> position of every tensor a region call returned (a tuple or list of outputs)."""
+    """Storage key (:func:`~compile_checks.check.storage_identity.storage_key`) -> position of every
+    tensor a region call returned (a tuple or list of outputs)."""
     items = out if isinstance(out, (list, tuple)) else (out,)
-    return {
-        t.untyped_storage().data_ptr(): i
-        for i, t in enumerate(items)
-        if isinstance(t, torch.Tensor) and not t.is_meta and t.untyped_storage().data_ptr()
-    }
+    return {storage_key(t): i for i, t in enumerate(items) if isinstance(t, torch.Tensor)}
 
 
 @dataclass
@@ -53,7 +51,7 @@ class PoolIdentityWatch:
     """Which named pools came back from a region call as another tensor (see the module docstring)."""
 
     replacements: dict[tuple[str, int], Replacement] = field(default_factory=dict)
-    # the last region call: (region index, its outputs' storage pointer -> position, each output's producing op)
+    # the last region call: (region index, its outputs' storage key -> position, each output's producing op)
     _last: tuple[int, dict[int, int], Sequence[str]] | None = None
 
     def region_returned(self, region: int, out: Any, output_ops: Sequence[str] = ()) -> None:
@@ -69,8 +67,8 @@ class PoolIdentityWatch:
             old = before.get(name)
             if old is None or new is old:
                 continue
-            ptr = new.untyped_storage().data_ptr()
-            if ptr == old.untyped_storage().data_ptr() or ptr not in storages:
+            ptr = storage_key(new)
+            if ptr == storage_key(old) or ptr not in storages:
                 continue  # the same memory under a new view, or rebuilt outside the region: followed, not a copy
             position = storages[ptr]
             key = (name, region)

@@ -25,6 +25,7 @@ from compile_checks.check.graph.geometry import (
 )
 from compile_checks.check.graph.overlap import contains, views_overlap
 from compile_checks.check.graph.sites import CloneSite
+from compile_checks.check.storage_identity import storage_key
 
 # distinct input geometries whose touched pools are remembered (a region's inputs repeat from call to call)
 _TOUCHED_CACHE = 4096
@@ -35,7 +36,7 @@ def _span(ref: StorageRef) -> tuple[int, int]:
 
 
 class PoolIndex:
-    """The caller's named pools, indexed by storage pointer."""
+    """The caller's named pools, indexed by storage (:func:`~compile_checks.check.storage_identity.storage_key`)."""
 
     def __init__(self, pools: Mapping[str, torch.Tensor] | None) -> None:
         self.reset(pools)
@@ -55,7 +56,7 @@ class PoolIndex:
         """Named pools the tensor's view shares an element with (by strides: ``kv[:, 0]`` touches K, not
         the interleaved V whose byte span it overlaps). Answers are kept per geometry (a region's inputs
         repeat from call to call)."""
-        same = self.by_ptr.get(t.untyped_storage().data_ptr())
+        same = self.by_ptr.get(storage_key(t))
         if not same:
             return []
         ref = StorageRef.of(t)

@@ -18,6 +18,7 @@ import sympy
 import torch
 import torch.fx
 
+from compile_checks.check.storage_identity import storage_key
 from compile_checks.errors import CompileChecksError
 
 Exprs = tuple[tuple[Any, ...], tuple[Any, ...], Any]  # (shape, stride, storage_offset) as sympy/int
@@ -178,7 +179,11 @@ def bind_symbols(binders: Sequence[SymbolBinder], args: Sequence[object]) -> dic
 
 @dataclass(frozen=True)
 class StorageRef:
-    """A runtime tensor's storage identity and geometry (elements), for pool matching."""
+    """A runtime tensor's storage identity and geometry (elements), for pool matching.
+
+    ``data_ptr`` is :func:`~compile_checks.check.storage_identity.storage_key`: the data pointer of a
+    tensor with memory, the storage's own identity for a meta or fake one (whose pointers are all 0).
+    """
 
     data_ptr: int
     storage_offset: int
@@ -189,7 +194,7 @@ class StorageRef:
     @staticmethod
     def of(t: torch.Tensor) -> StorageRef:
         return StorageRef(
-            data_ptr=t.untyped_storage().data_ptr(),
+            data_ptr=storage_key(t),
             storage_offset=int(t.storage_offset()),
             shape=tuple(t.shape),
             stride=tuple(t.stride()),

@@ -1,0 +1,43 @@
+"""A case built without allocating (model, pools and inputs on ``meta`` or under ``FakeTensorMode``), made
+ready to compile: its meta tensors replaced by FakeTensors where the case holds them, and what needs values
+named for the one note (:mod:`compile_checks.no_values`).
+
+Apart from :mod:`.run` because it is the one place a case is read for values: :func:`run_case` asks it
+once, and skips the write checks, ``verify`` and a full compile by what it answers.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the checker imports torch: loading a case file must stay cheap
+    from compile_checks.case.definition import Case
+    from compile_checks.no_values import NoValues
+
+
+def without_values(case: Case) -> tuple[Case, NoValues | None]:
+    """``(case, None)`` for a case with real tensors; else the case with FakeTensors for its meta tensors
+    (its ``fn``, ``compile``, ``driver``, ``reset`` and pools converted in place, ``args`` / ``kwargs`` /
+    a pools mapping rebuilt) and the :class:`~compile_checks.no_values.NoValues` its check gets."""
+    # lazy: these import torch; loading a case file stays torch-free
+    import torch
+
+    from compile_checks.no_values import Storage, no_values
+    from compile_checks.pools import resolve_pools
+
+    model = case.fn if isinstance(case.fn, torch.nn.Module) else None
+    values = no_values(resolve_pools(case.pools) or {}, case.args, dict(case.kwargs), model)
+    if values is None:
+        return case, None
+    if case.verify is not None:
+        values.skip("the case's verify (compiled == eager)")
+    if values.storage == Storage.META:
+        to_fake = values.to_fake()
+        for part in (case.fn, case.compile, case.driver, case.reset, case.pools if callable(case.pools) else None):
+            to_fake.swap(part)
+        pools = case.pools if callable(case.pools) else to_fake.swap(dict(case.pools))
+        case = case.replace(args=to_fake.swap(case.args), kwargs=to_fake.swap(dict(case.kwargs)), pools=pools)
+    return case, values
+
+
+__all__ = ["without_values"]
