@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
-from wan_dit import WAN_14B, KVCache, WanConfig, WanDiT, compile_blocks, rollout
+from wan_dit import WAN_14B, WAN_SMALL, KVCache, WanConfig, WanDiT, compile_blocks, rollout
 
 from compile_checks import Case
 from compile_checks.pools import pools_from_module
@@ -61,3 +61,11 @@ def cases() -> list[Case]:
 def fake_cases() -> list[Case]:
     """Production size, built under FakeTensorMode."""
     return [build_case("split", layout="split", storage="fake"), build_case("fused", layout="fused", storage="fake")]
+
+
+def small_cases() -> list[Case]:
+    """The same structure at a width real tensors fit (``WAN_SMALL``), built on meta: a quick smoke."""
+    return [
+        build_case("split", layout="split", cfg=WAN_SMALL),
+        build_case("fused", layout="fused", cfg=WAN_SMALL),
+    ]

@@ -54,7 +54,7 @@ class WanConfig:
 WAN_14B = WanConfig()
 # the same structure at a width and depth real tensors fit on a CI runner (meta == real is tested there)
 WAN_SMALL = WanConfig(
-    num_layers=3, dim=64, heads=4, ffn_dim=128, text_dim=48, text_tokens=6, frame_tokens=8, freq_dim=32
+    num_layers=2, dim=64, heads=4, ffn_dim=128, text_dim=48, text_tokens=6, frame_tokens=8, freq_dim=32
 )
 
 

@@ -1,0 +1,97 @@
+"""A model built without allocating gets the verdict a real one gets: examples/wan14b_meta at a small width.
+
+The example's Wan-like DiT (per-block compile, pools in a cache object) is built three ways at
+``WAN_SMALL``: on real tensors, ``with torch.device("meta"):`` and under ``FakeTensorMode``. The copies
+(names, counts, bytes, ops, regions) must be the real run's; the fused layout is the negative control
+(one copy of each V pool), the split layout must stay clean. The production size (40 blocks of 5120)
+runs from ``scripts/gate_example.sh``: too slow for this suite.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from compile_checks import run_case
+from compile_checks.cli import main
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "wan14b_meta"
+NO_VALUES = "no values: "
+
+pytestmark = pytest.mark.compile
+
+
+def example() -> ModuleType:
+    """The example's ``cases.py`` (it imports its ``wan_dit`` from its own folder, as the gate loads it)."""
+    if str(EXAMPLE) not in sys.path:
+        sys.path.insert(0, str(EXAMPLE))
+    spec = importlib.util.spec_from_file_location("wan14b_meta_cases", EXAMPLE / "cases.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def copies(result: Any) -> list[tuple[Any, ...]]:
+    return [(c.pool, c.nbytes, c.shape, c.dtype, c.region, c.op, c.kind) for c in result.report.clones]
+
+
+def no_values_notes(result: Any) -> list[str]:
+    return [n for n in [*result.notes, *result.report.notes] if n.startswith(NO_VALUES)]
+
+
+@pytest.fixture(scope="module")
+def fused() -> dict[str, Any]:
+    cases = example()
+    return {
+        storage: run_case(cases.build_case("fused", layout="fused", cfg=cases.WAN_SMALL, storage=storage))
+        for storage in cases.STORAGES
+    }
+
+
+def test_meta_and_fake_give_the_real_runs_copies(fused: dict[str, Any]) -> None:
+    real = fused["real"]
+    assert real.passed and not real.clean  # the negative control: the real run sees the copies
+    assert [c[0] for c in copies(real)] == ["layer0.v", "layer1.v"]
+    assert all(c[1] > 0 and c[5] == "ar_paging::paged_write" for c in copies(real))
+    for storage in ("meta", "fake"):
+        got = fused[storage]
+        assert got.passed and got.analysis_only, storage
+        assert copies(got) == copies(real), storage
+        assert got.report.region_calls == real.report.region_calls, storage
+        assert got.report.clone_bytes_per_run == real.report.clone_bytes_per_run > 0, storage
+
+
+def test_one_note_says_what_was_skipped(fused: dict[str, Any]) -> None:
+    assert no_values_notes(fused["real"]) == []
+    (meta,) = no_values_notes(fused["meta"])
+    (fake,) = no_values_notes(fused["fake"])
+    assert "on meta (compiled as FakeTensors)" in meta and "as FakeTensors" in fake
+    assert all("write checks" in n for n in (meta, fake))
+    assert not fused["meta"].report.run_findings  # no write check ran, so none could fail on fake values
+
+
+def test_full_mode_on_meta_is_analysis_only_with_the_note(pool_clone_check: Any) -> None:
+    cases = example()
+    small = cases.WAN_SMALL.__class__(**{**cases.WAN_SMALL.__dict__, "num_layers": 1})
+    case = cases.build_case("split", layout="split", cfg=small)  # meta
+    result = pool_clone_check.check(case, analysis_only=False)  # the plugin's route; fails the test unless clean
+    assert result.clean and result.analysis_only
+    (note,) = no_values_notes(result)
+    assert "the full compile" in note
+
+
+def test_gate_gives_the_verdict_of_a_meta_target(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["gate", f"{EXAMPLE / 'cases.py'}:small_cases", "--json", "--no-progress"])
+    out = json.loads(capsys.readouterr().out)
+    cases = {c["label"]: c for c in out["cases"]}
+    assert code == 0, cases
+    assert cases["split"]["clean"] and not cases["fused"]["clean"]
+    assert [c["pool"] for c in cases["fused"]["clones"]] == ["layer0.v", "layer1.v"]
+    assert all(c["passed"] and sum(n.startswith(NO_VALUES) for n in c["notes"]) == 1 for c in cases.values())
