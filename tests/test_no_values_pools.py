@@ -6,7 +6,9 @@ Every meta or fake storage reports data pointer 0: telling pools apart by it mak
 
 from __future__ import annotations
 
+import json
 from contextlib import AbstractContextManager, nullcontext
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
@@ -145,3 +147,23 @@ def test_meta_to_fake_leaves_real_tensors_alone() -> None:
     holder = {"t": real}
     MetaToFake(FakeTensorMode()).swap(holder)
     assert holder["t"] is real
+
+
+MIXED_TARGET = """
+import torch
+from compile_checks import Case
+
+def cases():
+    with torch.device("meta"):
+        pool = torch.zeros(8, 2)
+    return [Case("mixed", lambda x: pool.add_(x), args=(torch.ones(8, 2),), pools={"p": pool})]
+"""
+
+
+def test_gate_calls_real_beside_meta_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from compile_checks.cli import main
+
+    (tmp_path / "mixed.py").write_text(MIXED_TARGET)
+    assert main(["gate", f"{tmp_path / 'mixed.py'}:cases", "--json", "--no-progress"]) == 2
+    (case,) = json.loads(capsys.readouterr().out)["cases"]
+    assert "real tensor(s) beside meta or fake ones" in case["error"]

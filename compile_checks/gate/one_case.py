@@ -55,6 +55,7 @@ def _dump_dir(root: Path | None, label: str) -> str | None:
 def run_planned(planned: PlannedCase, builder: CaseBuilder, dump_root: Path | None) -> Outcome:
     """One case through ``run_case``; compile and write failures become the outcome's error."""
     from compile_checks.api import CompileCheckError  # lazy: api imports torch; planning stays torch-free
+    from compile_checks.errors import UsageError
     from compile_checks.pools import PoolNamingError
 
     t0 = time.perf_counter()
@@ -83,6 +84,8 @@ def run_planned(planned: PlannedCase, builder: CaseBuilder, dump_root: Path | No
         floor = _floor(planned, case) if planned.floor else None
     except PoolNamingError as e:  # the user's naming, as a target typo is: a usage error (exit 2)
         return failed(ErrorKind.USAGE, f"bad pool naming: {e}")
+    except UsageError as e:  # e.g. real tensors beside meta / fake ones (compile_checks.no_values)
+        return failed(ErrorKind.USAGE, str(e))
     except CompileCheckError as e:
         return failed(ErrorKind.COMPILE, f"{getattr(e, 'phase', 'compile')} failed: {e}")
     except SystemExit as e:  # the case's own code exited: an error of this case, never the gate's exit 0
