@@ -139,12 +139,15 @@ class MetaToFake:
         """``t`` as a FakeTensor when it is meta (a Parameter stays a Parameter); else ``t``."""
         if not t.is_meta or is_fake(t):
             return t
+        if id(t) in self._done:
+            return self._done[id(t)]
         fake = self._converter(t, callback=self._fake)
         if fake is NotImplemented:
             raise UsageError(f"cannot convert a meta {type(t).__name__} {tuple(t.shape)} to a FakeTensor")
         if fake.fake_device.type == "meta":  # a view: made from its (converted) base by as_strided, kept on meta
             fake.fake_device = self.device
-        self.converted += 1
+        self._done[id(t)], self.converted = fake, self.converted + 1
+        self._keep.append(t)
         return fake
 
     def swap(self, obj: Any, depth: int = MAX_DEPTH) -> Any:

@@ -95,3 +95,29 @@ def test_gate_gives_the_verdict_of_a_meta_target(tmp_path: Path, capsys: pytest.
     assert cases["split"]["clean"] and not cases["fused"]["clean"]
     assert [c["pool"] for c in cases["fused"]["clones"]] == ["layer0.v", "layer1.v"]
     assert all(c["passed"] and sum(n.startswith(NO_VALUES) for n in c["notes"]) == 1 for c in cases.values())
+
+
+def _fused_step_report(device: str) -> Any:
+    import torch
+
+    import ar_paging.paged_write  # noqa: F401  (registers torch.ops.ar_paging.paged_write)
+    from compile_checks import analyze_pool_clones
+
+    with torch.device(device):
+        kv = torch.zeros(2, 16, 2, 8)
+        new = torch.zeros(4, 2, 8)
+        slots = torch.arange(4)
+    k, v = kv.unbind(0)  # one allocation: the V pool is copied
+
+    def step(k: torch.Tensor, v: torch.Tensor, new: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
+        torch.ops.ar_paging.paged_write(k, v, new, new * 2, slots)
+        return new + 1
+
+    return analyze_pool_clones(step, k, v, new, slots, pools={"layer0.k": k, "layer0.v": v}, analysis_only=True)
+
+
+def test_library_on_meta_args_and_pools_gives_the_real_copy() -> None:
+    real, meta = _fused_step_report("cpu"), _fused_step_report("meta")
+    assert [c.pool for c in real.clones] == ["layer0.v"]  # the negative control: real sees the copy
+    assert [(c.pool, c.nbytes, c.op) for c in meta.clones] == [(c.pool, c.nbytes, c.op) for c in real.clones]
+    assert sum(n.startswith(NO_VALUES) for n in meta.notes) == 1
