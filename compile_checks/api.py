@@ -161,6 +161,8 @@ class CloneCheck:
             if self.dump_dir is not None:
                 self.depyf = DepyfDump(self.dump_dir)
                 stack.enter_context(self.depyf.active())
+            if self.no_values is not None:  # what the session runs makes FakeTensors too (compile_checks.no_values)
+                stack.enter_context(self.no_values.mode)
         except BaseException:
             stack.close()
             raise
@@ -268,7 +270,7 @@ def analyze_pool_clones(
         allow_unanalysed=allow_unanalysed,
         values=values,
     )
-    with check, values.mode if values is not None else contextlib.nullcontext():
+    with check:
         output = check.compile(fn, dynamic=dynamic)(*args, **kwargs)
     assert check.report is not None
     check.report.output = output

@@ -4,7 +4,8 @@
 # own [tool.compile_checks] table, the example's pytest suite with the plugin, and a negative
 # control (a config that expects the fused case clean must fail the gate with exit 1).
 # Then examples/engine_blocks, examples/engine_tp (2 ranks under torch.distributed) and
-# examples/hf_static_cache (transformers' StaticCache decode steps and generate()) the same way.
+# examples/hf_static_cache (transformers' StaticCache decode steps and generate()) the same way, and
+# examples/wan14b_meta (a 14B-class stack at production size, built on meta).
 #
 # Usage: scripts/gate_example.sh [VENV]   (default: .venv of this repo, made by scripts/setup_env.sh)
 # Writes the gate's JUnit XML and JSON to out/gate-example/ of this repo.
@@ -196,5 +197,23 @@ assert case.get("name") == "stale_read" and case.find("failure") is not None, ET
 message = case.find("failure").get("message")
 assert "read_after_write" in message and "layer0.k" in message, message
 print(f"[gate-example] ok: exit 1; stale_read: {message[:120]}...")
+PY
+echo "[gate-example] examples/wan14b_meta (a Wan-14B-like 40-block stack built on meta: production size, nothing allocated) from $work/wan"
+cp -r "$root/examples/wan14b_meta" "$work/wan"
+cd "$work/wan"
+compile-checks gate --jobs 2 --junitxml "$out/junit-wan.xml" --json > "$out/gate-wan.json" 2> "$out/gate-wan.txt" || {
+  cat "$out/gate-wan.txt" >&2; echo "[gate-example] FAIL: wan14b_meta's gate did not pass" >&2; exit 1; }
+python - "$out/gate-wan.json" <<'PY'
+import json, sys
+cases = {c["label"]: c for c in json.load(open(sys.argv[1]))["cases"]}
+assert sorted(cases) == ["fused", "split"], sorted(cases)
+assert all(c["passed"] and c["analysis_only"] for c in cases.values()), cases
+assert cases["split"]["clean"] and not cases["split"]["clones"], cases["split"]
+fused = cases["fused"]["clones"]  # the negative control: one copy of each block's V pool (of its fused K+V allocation)
+assert [c["pool"] for c in fused] == [f"layer{i}.v" for i in range(40)], [c["pool"] for c in fused]
+assert {(c["nbytes"], c["op"]) for c in fused} == {(2 * 6240 * 40 * 128 * 2, "ar_paging::paged_write")}, fused[0]
+for name, c in cases.items():
+    (note,) = [n for n in c["notes"] if n.startswith("no values: ")]
+    print(f"[gate-example] ok: {name}: {len(c['clones'])} copies; {note[:60]}...")
 PY
 echo "[gate-example] passed (outputs in $out)"

@@ -121,3 +121,27 @@ def test_library_on_meta_args_and_pools_gives_the_real_copy() -> None:
     assert [c.pool for c in real.clones] == ["layer0.v"]  # the negative control: real sees the copy
     assert [(c.pool, c.nbytes, c.op) for c in meta.clones] == [(c.pool, c.nbytes, c.op) for c in real.clones]
     assert sum(n.startswith(NO_VALUES) for n in meta.notes) == 1
+
+
+def test_plugin_session_on_fake_pools_sees_the_fused_copy(pool_clone_check: Any) -> None:
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    import ar_paging.paged_write  # noqa: F401  (registers torch.ops.ar_paging.paged_write)
+
+    with FakeTensorMode():
+        kv = torch.zeros(2, 16, 2, 8)
+        new = torch.zeros(4, 2, 8)
+    k, v = kv.unbind(0)
+
+    def step(new: torch.Tensor) -> torch.Tensor:
+        slots = torch.arange(4)  # made while the session runs: a FakeTensor too
+        torch.ops.ar_paging.paged_write(k, v, new, new * 2, slots)
+        return new + 1
+
+    # the session fails the test on leaving the block unless the verdict is expect_clean
+    with pool_clone_check.session(pools={"layer0.k": k, "layer0.v": v}, expect_clean=False) as s:
+        s.compile(step)(new)
+    (result,) = pool_clone_check.results
+    assert [c.pool for c in result.report.clones] == ["layer0.v"] and result.analysis_only
+    assert sum(n.startswith(NO_VALUES) for n in result.report.notes) == 1

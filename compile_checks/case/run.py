@@ -7,7 +7,6 @@ recompiles) which is the eager side of the run.
 
 from __future__ import annotations
 
-import contextlib
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -174,7 +173,7 @@ def run_case(
     reference = write_reference(case) if values is None else None
     if case.reset is not None:
         case.reset()
-    with check, values.mode if values is not None else contextlib.nullcontext():
+    with check:
         compiled = compile_for_pipeline(
             check,
             case.fn,
