@@ -127,7 +127,7 @@ class CloneCheck:
                 if isinstance(e, torch._dynamo.exc.TorchDynamoException):
                     raise CompileCheckError(f"torch.compile of {callable_name(fn)} failed: {first_line(e)}") from e
                 raise CompileCheckError(
-                    f"{callable_name(fn)} raised under the check: {first_line(e)}", phase="run"
+                    f"{callable_name(fn)} raised under the check: {first_line(e)}{_where(e)}", phase="run"
                 ) from e
 
         return run
@@ -184,6 +184,24 @@ class CloneCheck:
 def callable_name(fn: Callable[..., Any]) -> str:
     """``fn``'s qualified name for an error message (modules and other callables: their type)."""
     return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__name__
+
+
+_USER_FRAME = re.compile(r'File "([^"]+)", line (\d+)')
+
+
+def _where(e: BaseException) -> str:
+    """`` at file.py:LINE`` (the user's innermost line dynamo names under "from user code"), and, when autograd
+    was on, what that means: an engine's step runs under ``torch.no_grad()`` (``Case.no_grad``, the default)."""
+    text = str(e)
+    frames = _USER_FRAME.findall(text.split("from user code:", 1)[1]) if "from user code:" in text else []
+    where = f" at {Path(frames[-1][0]).name}:{frames[-1][1]}" if frames else ""
+    if torch.is_grad_enabled():
+        where += (
+            " (autograd was on while the step ran: parameters or inputs that require grad make dynamo trace a "
+            "training graph; an engine runs inference under torch.no_grad(), which a Case does unless "
+            "Case(no_grad=False))"
+        )
+    return where
 
 
 def first_line(e: BaseException) -> str:
