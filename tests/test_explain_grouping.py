@@ -40,3 +40,18 @@ def test_names_that_are_not_numbered_nodes_keep_their_difference() -> None:
     assert alike("`index_put` at a") != alike("`index` at a")  # another op, not a numbered twin
     assert alike("`index_3` at a") == alike("`index` at a") == alike("`index_12` at a")
     assert alike("written at model.py:63") != alike("written at model.py:70")
+
+
+def test_pools_named_in_the_users_own_words_group_too() -> None:
+    """``l0.v`` / ``l1.v`` (a newcomer's names, not ``layerN``): one explanation for both layers, not two."""
+    why = (
+        "shared_storage: `v_pool` ({n}.v) shares one storage with `k_pool` ({n}.k); Inductor writes `k_pool` ({n}.k) "
+        "in place and must clone the shared storage for `v_pool` ({n}.v) (8192 bytes); written at tinylm.py:18"
+    )
+    items = [(f"{n}.v", why.format(n=n)) for n in ("l0", "l1", "blocks.3.attn")]
+    [(label, text, count)] = group_explanations(items)
+    assert (label, count, text) == ("l0.v, l1.v, blocks.3.attn.v", 3, items[0][1])
+    # negative controls: another cause, or a byte count in parentheses, is not a pool name
+    other = why.replace("shared_storage", "read_after_write")
+    assert alike(why.format(n="l0")) != alike(other.format(n="l1"))
+    assert alike("(8192 bytes)") != alike("(l0.v)") and alike("(v2)") != alike("(v1)")
