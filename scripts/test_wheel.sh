@@ -54,6 +54,8 @@ wheel, fresh_site = sys.argv[1], sys.argv[2]
 import compile_checks  # noqa: E402
 
 assert compile_checks.__file__.startswith(fresh_site), f"compile_checks imported from {compile_checks.__file__}"
+dist = md.distribution("ar-compile-checks")  # the wheel's metadata, not the checkout's editable install
+assert str(dist.locate_file("")).startswith(fresh_site), f"ar-compile-checks metadata from {dist.locate_file('')}"
 tops = {n.split("/")[0] for n in zipfile.ZipFile(wheel).namelist() if not n.split("/")[0].endswith(".dist-info")}
 assert tops == {"ar_paging", "compile_checks"}, f"the wheel ships {sorted(tops)}"
 unmet = []
