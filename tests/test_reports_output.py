@@ -163,9 +163,12 @@ def test_the_plot_labels_its_axes_in_the_unit_the_values_reach() -> None:
 
 def test_one_ideal_per_model_the_least_of_its_layouts() -> None:
     """The fused layout's own graph reads its copies too: its derived ideal (here 3x) is replaced by the model's
-    least per call, so its ratio is against what the model must move. Negative controls: another model keeps its
-    own ideal, a case's stated ideal (``ideal_bytes_per_call``) is never touched, nor a model with one case."""
+    least per call, so its ratio is against what the model must move. Negative controls: another model, the same
+    model at another size (pool bytes or calls) keep their own ideal, a case's stated ideal
+    (``ideal_bytes_per_call``) is never touched, nor a model with one case."""
     from types import SimpleNamespace
+
+    import torch
 
     from compile_checks import Case
     from compile_checks.reports.tables import one_ideal_per_model
@@ -174,17 +177,23 @@ def test_one_ideal_per_model_the_least_of_its_layouts() -> None:
 
     def other(*args: object) -> None: ...
 
-    def run(name: str, fn: object, ideal: int, calls: int, source: str = "graph") -> SimpleNamespace:
-        return SimpleNamespace(result=SimpleNamespace(case=Case(name, fn)), calls=calls, ideal=(ideal, source))
+    def pools(fused: bool, slots: int = 16) -> dict[str, torch.Tensor]:
+        kv = torch.zeros(2, slots, 4)
+        return {"k": kv[0], "v": kv[1]} if fused else {"k": torch.zeros(slots, 4), "v": torch.zeros(slots, 4)}
 
-    split, fused = run("split", step, 1000, 4), run("fused", step, 6000, 2)  # 250 and 3000 per call
-    alone, stated = run("alone", other, 9000, 3), run("stated", other, 7, 1, source="case")
-    one_ideal_per_model([split, fused, alone, stated])
-    assert split.ideal[0] == 1000 and fused.ideal[0] == 500  # 250 per call x its 2 calls
+    def run(name: str, fn: object, ideal: int, calls: int, source: str = "graph", **kw: object) -> SimpleNamespace:
+        kw.setdefault("pools", pools(False))
+        return SimpleNamespace(result=SimpleNamespace(case=Case(name, fn, **kw)), calls=calls, ideal=(ideal, source))
+
+    split, fused = run("split", step, 1000, 4), run("fused", step, 3000, 4, pools=pools(True))  # 250 and 750 per call
+    alone, stated = run("alone", other, 9000, 3), run("stated", other, 7, 3, source="case")
+    bigger, longer = run("bigger", step, 4000, 4, pools=pools(False, 64)), run("longer", step, 6000, 8)
+    one_ideal_per_model([split, fused, alone, stated, bigger, longer])
+    assert split.ideal[0] == 1000 and fused.ideal[0] == 1000  # 250 per call x its 4 calls
     assert fused.ideal[1] == "graph, one per model (least of its 2 cases: split)"
     assert alone.ideal == (9000, "graph") and stated.ideal == (7, "case")
-    named = run("named", other, 100, 1)
-    named.result.case = Case("named", other, meta={"model": step.__qualname__})  # the case names its model
-    fused = run("fused", step, 6000, 2)
+    assert bigger.ideal == (4000, "graph") and longer.ideal == (6000, "graph")  # another size: its own
+    named = run("named", other, 100, 1, meta={"model": "tiny"})
+    fused = run("fused", step, 6000, 2, meta={"model": "tiny"})  # the cases name their model: one ideal
     one_ideal_per_model([fused, named])
     assert named.ideal[0] == 100 and fused.ideal[0] == 200  # named's 100 per call is the least

@@ -43,25 +43,30 @@ def _progress(
     return bar.set_postfix_str, (lambda label, seconds: bar.update(1)), bar.close
 
 
-def model_key(case: Any) -> tuple[str, str]:
-    """Which model a user's case runs, for one ideal per model: ``case.meta["model"]`` when the case names it,
-    else its compiled callable (an ``nn.Module``'s class, a function's qualified name), and its pipeline."""
+def model_key(case: Any, calls: int) -> tuple[object, ...]:
+    """Which model (at which size) a user's case runs, for one ideal per model: ``case.meta["model"]`` when the
+    case names it; else its compiled callable (an ``nn.Module``'s class, a function's qualified name), the bytes
+    of its pools' storages and its number of calls: the layouts of one model at one size. Both with the pipeline."""
     meta = case.meta if isinstance(case.meta, Mapping) else {}
+    if meta.get("model"):
+        return str(meta["model"]), str(case.pipeline)
     fn = case.fn
-    name = meta.get("model") or (
-        type(fn).__qualname__ if hasattr(fn, "forward") else getattr(fn, "__qualname__", type(fn).__qualname__)
-    )
-    return str(name), str(case.pipeline)
+    name = type(fn).__qualname__ if hasattr(fn, "forward") else getattr(fn, "__qualname__", type(fn).__qualname__)
+    seen: dict[int, int] = {}
+    for t in case.pools.values() if isinstance(case.pools, Mapping) else ():
+        storage = t.untyped_storage()
+        seen[storage.data_ptr()] = storage.nbytes()
+    return str(name), str(case.pipeline), sum(seen.values()), calls
 
 
 def one_ideal_per_model(done: list[Any]) -> None:
     """The layouts of one model move the same data at best: each graph-derived ideal becomes the model's least
     per call (a layout that copies reads its copies too, and would be measured against an inflated ideal).
     ``done``: :class:`compile_checks.reports.run.ReportRun` of the user's cases, changed in place."""
-    groups: dict[tuple[str, str], list[Any]] = {}
+    groups: dict[tuple[object, ...], list[Any]] = {}
     for r in done:
         if r.ideal[0] is not None and r.ideal[1] == "graph" and r.calls > 0:
-            groups.setdefault(model_key(r.result.case), []).append(r)
+            groups.setdefault(model_key(r.result.case, r.calls), []).append(r)
     for runs in groups.values():
         if len(runs) < 2:
             continue
