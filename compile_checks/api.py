@@ -142,7 +142,7 @@ class CloneCheck:
                 if isinstance(e, torch._dynamo.exc.TorchDynamoException):
                     raise CompileCheckError(f"torch.compile of {callable_name(fn)} failed: {first_line(e)}") from e
                 raise CompileCheckError(
-                    f"{callable_name(fn)} raised under the check: {first_line(e)}", phase="run"
+                    f"{callable_name(fn)} raised under the check: {first_line(e)}{_where(e)}", phase="run"
                 ) from e
 
         return run
@@ -204,6 +204,24 @@ class CloneCheck:
 def callable_name(fn: Callable[..., Any]) -> str:
     """``fn``'s qualified name for an error message (modules and other callables: their type)."""
     return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__name__
+
+
+_USER_FRAME = re.compile(r'File "([^"]+)", line (\d+)')
+
+
+def _where(e: BaseException) -> str:
+    """`` at file.py:LINE`` (the user's innermost line dynamo names under "from user code"), and, when autograd
+    was on, what that means: an engine's step runs under ``torch.no_grad()`` (``Case.no_grad``, the default)."""
+    text = str(e)
+    frames = _USER_FRAME.findall(text.split("from user code:", 1)[1]) if "from user code:" in text else []
+    where = f" at {Path(frames[-1][0]).name}:{frames[-1][1]}" if frames else ""
+    if torch.is_grad_enabled():
+        where += (
+            " (autograd was on while the step ran: parameters or inputs that require grad make dynamo trace a "
+            "training graph; an engine runs inference under torch.no_grad(), which a Case does unless "
+            "Case(no_grad=False))"
+        )
+    return where
 
 
 def first_line(e: BaseException) -> str:
@@ -338,6 +356,7 @@ def format_report(report: CloneReport, verbose: bool = False) -> str:
         head = f"no surviving pool clones in {report.num_regions} compiled region(s){allowed}"
         return "\n".join([head, *dump_lines])
     lines: list[str] = []
+    shared = set() if verbose else _shared([*report.clones, *report.other_clones])
     if report.clones:
         lines.append(
             f"{len(report.clones)} pool copy(ies) survived Inductor's reinplace pass "
@@ -345,10 +364,11 @@ def format_report(report: CloneReport, verbose: bool = False) -> str:
             f"{report.clone_bytes_per_run} bytes over the "
             f"{sum(report.region_calls.values())} region call(s) of this run):"
         )
-        lines += _copies(report.clones, verbose)
+        lines += _copies(report.clones, shared)
     if report.other_clones:
         lines.append(f"{len(report.other_clones)} copy(ies) of a mutated caller tensor that matches no named pool:")
-        lines += _copies(report.other_clones, verbose)
+        lines += _copies(report.other_clones, shared)
+    lines += _shared_explanations([*report.clones, *report.other_clones], shared)
     if report.errors:
         lines.append("check errors:")
         lines += [f"  - {e}" for e in report.errors]
@@ -370,15 +390,26 @@ def _dump_lines(report: CloneReport) -> list[str]:
     return lines
 
 
-def _copies(clones: list[SurvivingClone], verbose: bool) -> list[str]:
-    """Each copy's line with its explanation; an explanation several copies share (differing only in
-    layers, bytes and regions) once, after their lines (``layers 0-2 (3 copies, explained alike)``)."""
-    texts = ["\n".join(c.explanation.lines()) if c.explanation is not None else "" for c in clones]
-    shared = {key for key, n in Counter(alike(t) for t in texts if t).items() if n > 1}
-    if verbose:
-        shared = set()
-    lines = [_copy_lines(c) if alike(t) not in shared else "  - " + _copy_line(c) for c, t in zip(clones, texts)]
-    grouped = [(c.pool, t) for c, t in zip(clones, texts) if t and alike(t) in shared]
+def _text(c: SurvivingClone) -> str:
+    return "\n".join(c.explanation.lines()) if c.explanation is not None else ""
+
+
+def _shared(clones: list[SurvivingClone]) -> set[str]:
+    """The explanations (:func:`alike` keys) several copies share, among every copy of the report."""
+    return {key for key, n in Counter(alike(t) for t in map(_text, clones) if t).items() if n > 1}
+
+
+def _copies(clones: list[SurvivingClone], shared: set[str]) -> list[str]:
+    """Each copy's line; its explanation in full below it unless several copies share it (``shared``: said once,
+    after every copy's line, by :func:`_shared_explanations`)."""
+    return [_copy_lines(c) if alike(_text(c)) not in shared else "  - " + _copy_line(c) for c in clones]
+
+
+def _shared_explanations(clones: list[SurvivingClone], shared: set[str]) -> list[str]:
+    """An explanation several copies share (differing only in layers, pools, bytes and regions), once
+    (``layers 0-2 (3 copies, explained alike; worded for the first)``)."""
+    lines = []
+    grouped = [(c.pool, t) for c, t in zip(clones, map(_text, clones)) if t and alike(t) in shared]
     for label, text, count in group_explanations(grouped):
         lines.append(f"  {label} ({count} copies, explained alike; worded for the first):")
         lines += [f"      {line}" for line in text.splitlines()]

@@ -115,7 +115,11 @@ def _report(args: argparse.Namespace) -> int:
     from compile_checks.reports.command import ReportRequest, run_report
 
     fields = {k.removeprefix("report_"): v for k, v in vars(args).items() if k.startswith("report_")}
-    del fields["full"], fields["analysis_only"]  # resolved into the mode above
+    del fields["full"], fields["analysis_only"], fields["verbose"]  # the mode above; --verbose: main's
+    alias = fields.pop("target_alias")
+    if alias:  # the old spelling: still works, said on stderr
+        print("warning: report --target is deprecated: give TARGETs positionally, as to gate", file=sys.stderr)
+        fields["targets"] = [*(fields["targets"] or ()), *alias]
     fields["progress"] = not fields.pop("no_progress")
     for key in ("targets", "scenarios", "pipelines"):
         fields[key] = tuple(fields[key] or ())
@@ -132,6 +136,7 @@ def _scan(args: argparse.Namespace) -> int:
 
     fields = {k.removeprefix("scan_"): v for k, v in vars(args).items() if k.startswith("scan_")}
     fields["paths"], fields["imports"] = tuple(fields["paths"]), tuple(fields["imports"])
+    del fields["verbose"]  # main's: torch's stderr streamed, not held
     return run_scan(ScanRequest(**fields))
 
 
@@ -189,7 +194,8 @@ def _main(argv: list[str]) -> int:
         return ExitCode.USAGE if e.code not in (0, None) else ExitCode.CLEAN
     held = HeldStderr()
     try:  # torch's, vLLM's and the cases' stderr held, shown when the run fails (gate/stderr_noise.py)
-        with held_stderr(wanted(bool(getattr(args, "verbose", False)))) as held:
+        verbose = any(getattr(args, k, None) for k in ("verbose", "report_verbose", "scan_verbose"))
+        with held_stderr(wanted(verbose)) as held:
             code = _run(args)
     except UsageError as e:
         held.show(failed=True)

@@ -84,11 +84,25 @@ _REPORT_OPTIONS: list[Option] = [
     _o("--out", type=Path, metavar="DIR", help="output directory (created if missing); required unless --list"),
     _o(
         "--target",
-        dest="targets",
+        dest="target_alias",
         action="append",
         metavar="TARGET",
-        help="your cases: path/to/file.py:NAME or package.module:NAME (repeatable)",
+        help="deprecated: give TARGETs positionally, as to gate",
     ),
+    _o(
+        "--config",
+        type=Path,
+        metavar="PYPROJECT",
+        help="read [tool.compile_checks] from this file (default ./pyproject.toml)",
+    ),
+    _o("--json", action="store_true", help="machine-readable output on stdout (schema_version 1); the rest on stderr"),
+    _o(
+        "--junitxml",
+        type=Path,
+        metavar="PATH",
+        help="write a JUnit XML report (one testcase per case; a failure: growth against --baseline)",
+    ),
+    _o("--verbose", "-v", action="store_true", help="stream torch's and vLLM's stderr instead of holding it"),
     _o(
         "--scenario",
         dest="scenarios",
@@ -138,6 +152,7 @@ _SCAN_OPTIONS: list[Option] = [
     _o("--junitxml", type=Path, metavar="PATH", help="write a JUnit XML report (one testcase per graph)"),
     _o("--json", action="store_true", help="machine-readable output on stdout (schema_version 1)"),
     _o("--import", dest="imports", action="append", default=[], metavar="MODULE", help="register custom ops"),
+    _o("--verbose", "-v", action="store_true", help="stream torch's stderr instead of holding it"),
 ]
 
 
@@ -196,9 +211,10 @@ def parser() -> argparse.ArgumentParser:
         "report",
         help="traffic report: extra bytes of surviving copies against the ideal, per case",
         description="Writes traffic.csv / traffic_nodes.csv / traffic.md / traffic.html / traffic.png for your "
-        "cases (--target, else [tool.compile_checks] targets of ./pyproject.toml) or the built-in scenarios "
+        "cases (TARGETs, else [tool.compile_checks] targets of ./pyproject.toml) or the built-in scenarios "
         "(--scenario, or when there are no targets). Every case runs through run_case, as in the gate.",
     )
+    r.add_argument("report_targets", nargs="*", metavar="TARGET", help=target_help)
     for flags, kw in _REPORT_OPTIONS:
         default = False if kw.get("action") == "store_true" else None
         r.add_argument(*flags, **dict(kw, dest="report_" + dest_of(flags, kw), default=default))

@@ -9,7 +9,9 @@
 #   2. the built-in compile gate through the installed console script (stock + vLLM pipelines,
 #      analysis-only verdicts + a codegen smoke; exit 1 if any case misses its expectation),
 #   3. the traffic report against the committed baseline (exit 1 if copies or extra bytes grew),
-#   4. the example engine gated as a user would: from a temporary folder outside the repo,
+#   4. the example engine gated as a user would: from a temporary folder outside the repo; then the
+#      README's install: a wheel built from the checkout, installed into a fresh venv beside the
+#      locked engine packages, gating the example (scripts/test_wheel.sh, ~20 s of CPU),
 #   5. the declared lower bound, torch 2.13.0, in .venv-torch2.13 (requirements/lock-torch2.13.txt):
 #      the suite without the `compile`-marked tests, and the compile gate (scripts/test_torch_floor.sh).
 # Extra arguments go to step 1's pytest.
@@ -33,5 +35,7 @@ echo "[test] traffic report vs reports/baseline.json"
 .venv/bin/python -m compile_checks report --out out/report --baseline reports/baseline.json
 echo "[test] example engine gated as a user (scripts/gate_example.sh)"
 bash scripts/gate_example.sh .venv
+echo "[test] the README's install: a wheel in a fresh venv (scripts/test_wheel.sh)"
+bash scripts/test_wheel.sh .venv
 echo "[test] the torch lower bound (scripts/test_torch_floor.sh)"
 bash scripts/test_torch_floor.sh

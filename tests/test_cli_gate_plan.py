@@ -94,7 +94,7 @@ def test_workers_start_before_planning_only_when_the_jobs_are_known() -> None:
     assert early_jobs(args(scenario=["split"]), "gate", None) == 1
     assert early_jobs(args(shard="1/2"), "gate", None) == 1
     assert early_jobs(args(), "dump", None) == 1
-    table = GateConfig(Path("pyproject.toml"), targets=("cases.py:cases",))
+    table = GateConfig.from_table(Path("pyproject.toml"), {"targets": ["cases.py:cases"]})
     assert early_jobs(args(), "gate", table) == 1
     # what an early worker imports besides the checker: the scenarios, when the plan will be built-in ones
     from compile_checks.gate.commands import checks_builtin

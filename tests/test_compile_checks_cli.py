@@ -62,7 +62,7 @@ def test_the_mode_is_resolved_once_the_command_line_over_the_table(tmp_path: Pat
     assert resolve_mode(None, True, Mode.FULL) is Mode.ANALYSIS_ONLY
     with pytest.raises(UsageError, match="contradict"):
         resolve_mode(True, True, Mode.ANALYSIS)
-    table_full = GateConfig(path=tmp_path / "pyproject.toml", full=True)
+    table_full = GateConfig.from_table(tmp_path / "pyproject.toml", {"full": True})
 
     def mode(argv: list[str], config: GateConfig | None) -> Mode:
         args = _merge(_parser().parse_args(argv))

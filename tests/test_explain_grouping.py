@@ -40,3 +40,52 @@ def test_names_that_are_not_numbered_nodes_keep_their_difference() -> None:
     assert alike("`index_put` at a") != alike("`index` at a")  # another op, not a numbered twin
     assert alike("`index_3` at a") == alike("`index` at a") == alike("`index_12` at a")
     assert alike("written at model.py:63") != alike("written at model.py:70")
+
+
+def test_pools_named_in_the_users_own_words_group_too() -> None:
+    """``l0.v`` / ``l1.v`` (a newcomer's names, not ``layerN``): one explanation for both layers, not two."""
+    why = (
+        "shared_storage: `v_pool` ({n}.v) shares one storage with `k_pool` ({n}.k); Inductor writes `k_pool` ({n}.k) "
+        "in place and must clone the shared storage for `v_pool` ({n}.v) (8192 bytes); written at tinylm.py:18"
+    )
+    items = [(f"{n}.v", why.format(n=n)) for n in ("l0", "l1", "blocks.3.attn")]
+    [(label, text, count)] = group_explanations(items)
+    assert (label, count, text) == ("l0.v, l1.v, blocks.3.attn.v", 3, items[0][1])
+    # negative controls: another cause, or a byte count in parentheses, is not a pool name
+    other = why.replace("shared_storage", "read_after_write")
+    assert alike(why.format(n="l0")) != alike(other.format(n="l1"))
+    assert alike("(8192 bytes)") != alike("(l0.v)") and alike("(v2)") != alike("(v1)")
+
+
+def test_format_report_says_a_shared_explanation_once_over_named_and_unnamed_copies() -> None:
+    """The summary grouped region 1's ``l0.v`` and then spelt the same explanation out in full again for the
+    copy listed in another section. Now every copy of the report is grouped together: one explanation, each
+    copy on its own line. Negative control: ``verbose`` prints each copy's own."""
+    import torch
+
+    from compile_checks.api import format_report
+    from compile_checks.check.findings import CloneReport, SurvivingClone
+    from compile_checks.explain.explanations import Explanation
+    from compile_checks.vocab import Cause
+
+    def copy(pool: str, region: int, *, named: bool = True) -> SurvivingClone:
+        why = f"`v_pool` ({pool}) shares one storage with `k_pool`; region {region}"
+        explanation = Explanation(Cause.SHARED_STORAGE, why, user_line="tinylm.py:46", fix="allocate K and V apart")
+        return SurvivingClone(
+            "ar_paging::paged_write",
+            "v_pool",
+            8192,
+            (2048,),
+            torch.float32,
+            pool=pool if named else None,
+            region=region,
+            explanation=explanation,
+        )
+
+    named, unnamed = [copy("l0.v", 1), copy("l1.v", 1)], [copy("l0.v", 2, named=False)]
+    text = format_report(CloneReport(clones=named, other_clones=unnamed, num_regions=2, region_calls={1: 1, 2: 1}))
+    assert text.count("shares one storage") == 1, text
+    assert "l0.v, l1.v, <unnamed input> (3 copies, explained alike; worded for the first):" in text, text
+    assert text.count("- ar_paging::paged_write argument 'v_pool'") == 3, text
+    verbose = format_report(CloneReport(clones=named, other_clones=unnamed, num_regions=2), verbose=True)
+    assert verbose.count("shares one storage") == 3 and "explained alike" not in verbose, verbose

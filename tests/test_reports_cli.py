@@ -288,7 +288,80 @@ def test_user_cases_run_through_run_case_in_the_resolved_mode(monkeypatch, tmp_p
     monkeypatch.setattr(report_run, "run_case", fake_run_case)
     cases = str(ROOT / "tests" / "report_cases" / "paged_step.py") + ":cases"
     assert report(["--out", str(tmp_path / "a"), "--no-progress", "--target", cases]) == 0
-    assert report(["--out", str(tmp_path / "b"), "--no-progress", "--target", cases, "--full"]) == 0
+    assert report(["--out", str(tmp_path / "b"), "--no-progress", cases, "--full"]) == 0
     assert seen == [("my_split", True), ("my_fused", True), ("my_split", False), ("my_fused", False)]
     df = pd.read_csv(tmp_path / "b" / "traffic.csv")
     assert list(df["case"]) == ["my_split", "my_fused"] and list(df["num_steps"]) == [1, 1]
+
+
+def test_report_takes_the_gates_table_targets_and_ci_outputs(monkeypatch, tmp_path, capsys) -> None:
+    """TARGETs positionally (``--target`` a deprecated alias), ``--config``, ``--json``, ``--junitxml``,
+    ``--verbose``: the same words as ``gate``. Negative control: a case that grew against the baseline is a
+    failing testcase and ``ok: false`` in the document; the others are not."""
+    seen: list[str] = []
+
+    def fake_run_case(case, *, analysis_only=False, dump_dir=None):  # type: ignore[no-untyped-def]
+        from compile_checks.case import CaseResult
+
+        seen.append(case.name)
+        output = case.driver(lambda *args, **kwargs: None)
+        clones = [_clone(4096, region=0)] if "fused" in case.name else []
+        return CaseResult(
+            case=case, report=CloneReport(clones=clones, num_regions=1, region_calls={0: 1}), output=output
+        )
+
+    monkeypatch.setattr(report_run, "run_case", fake_run_case)
+    cases = str(ROOT / "tests" / "report_cases" / "paged_step.py") + ":cases"
+    assert report([cases, "--out", str(tmp_path / "a"), "--no-progress", "--verbose"]) == 0
+    assert seen == ["my_split", "my_fused"]
+    assert "warning" not in capsys.readouterr().err
+    assert report(["--target", cases, "--out", str(tmp_path / "b"), "--no-progress"]) == 0
+    assert "report --target is deprecated" in capsys.readouterr().err and seen[2:] == ["my_split", "my_fused"]
+
+    # --config: the table of another file (its targets); a missing one is exit 2
+    elsewhere = tmp_path / "conf" / "pyproject.toml"
+    elsewhere.parent.mkdir()
+    elsewhere.write_text(f'[tool.compile_checks]\ntargets = ["{cases}"]\n')
+    base = tmp_path / "baseline.json"
+    base.write_text(json.dumps({"my_split": {"surviving_clones": 0, "extra_bytes_per_step": 0}}))
+    capsys.readouterr()
+    junit = tmp_path / "j" / "report.xml"
+    argv = [
+        "--config",
+        str(elsewhere),
+        "--out",
+        str(tmp_path / "c"),
+        "--no-progress",
+        "--json",
+        "--junitxml",
+        str(junit),
+    ]
+    assert report([*argv, "--baseline", str(base)]) == 0
+    out = capsys.readouterr().out
+    doc = json.loads(out)  # stdout is the document alone
+    assert doc["schema_version"] == 1 and [c["case"] for c in doc["cases"]] == ["my_split", "my_fused"]
+    assert doc["baseline"]["ok"] is True and doc["baseline"]["new"] == ["my_fused"]
+    import xml.etree.ElementTree as ET
+
+    cases_xml = list(ET.parse(junit).getroot().iter("testcase"))
+    assert [c.get("name") for c in cases_xml] == ["my_split", "my_fused"]
+    assert all(c.find("failure") is None for c in cases_xml)
+    # negative control: a baseline the fused case grew against (it had no copy then)
+    base.write_text(json.dumps({"my_fused": {"surviving_clones": 0, "extra_bytes_per_step": 0}}))
+    assert report([*argv, "--baseline", str(base)]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["baseline"]["ok"] is False and doc["baseline"]["regressions"][0].startswith("my_fused")
+    failed = [c.get("name") for c in ET.parse(junit).getroot().iter("testcase") if c.find("failure") is not None]
+    assert failed == ["my_fused"]
+    assert report(["--config", str(tmp_path / "nope.toml"), "--out", str(tmp_path / "d")]) == 2
+    err = capsys.readouterr().err
+    assert "--config" in err and "no such file" in err
+
+
+def test_scan_takes_verbose(tmp_path, capsys) -> None:
+    """``--verbose or TORCH_LOGS shows them`` is what scan prints: scan --verbose is accepted (usage: exit 2 only
+    for the missing path, the negative control)."""
+    assert cli.main(["scan", str(tmp_path / "missing"), "--verbose"]) == 2
+    assert "no such file or folder" in capsys.readouterr().err
+    assert cli.main(["scan", str(tmp_path / "missing"), "--verbsoe"]) == 2
+    assert "unrecognized arguments: --verbsoe" in capsys.readouterr().err

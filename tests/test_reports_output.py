@@ -55,7 +55,7 @@ def test_the_csv_names_the_case_drops_empty_columns_and_writes_counts_as_ints(
 ) -> None:
     seen: list[tuple[str, str]] = []
     monkeypatch.setattr(report_run, "run_case", _fake_run_case(seen))
-    assert report(["--out", str(tmp_path), "--no-progress", "--target", CASES, "--pipeline", "stock"]) == 0
+    assert report([CASES, "--out", str(tmp_path), "--no-progress", "--pipeline", "stock"]) == 0
     text = (tmp_path / "traffic.csv").read_text()
     df = pd.read_csv(tmp_path / "traffic.csv")
     assert df.columns[0] == "case" and "scenario" not in df.columns
@@ -124,3 +124,76 @@ def test_traffic_frame_returns_the_csvs_table(monkeypatch: pytest.MonkeyPatch, t
     ]
     assert list(df["expect_clean"]) == [True, False, True, False]
     assert not [c for c in df.columns if df[c].isna().all()]
+
+
+def test_the_plot_labels_its_axes_in_the_unit_the_values_reach() -> None:
+    """A 1 KiB ideal and a 48 KiB extra are read in KiB, not as 0.001 / 0.047 MiB; a 96 MiB one in MiB (the
+    control), and the pool-size axis of a line pair likewise."""
+    import matplotlib.pyplot as plt
+
+    from compile_checks.reports import plot
+
+    assert plot.byte_unit([1024.0, 49152.0]) == ("KiB", 1024)
+    assert plot.byte_unit([float("nan"), 96 << 20]) == ("MiB", 1 << 20)
+    assert plot.byte_unit([]) == ("B", 1) and plot.byte_unit([3 << 30]) == ("GiB", 1 << 30)
+
+    def frame(ideal: float, extra: float, pools: tuple[int, ...] = (16 << 10,)) -> pd.DataFrame:
+        rows = [
+            {"case": f"c{i}", "layout": "fused", "functionalization": "v2", "dtype": "float32", "pipeline": "stock"}
+            | {"pool_bytes": p, "ideal_bytes_per_step": ideal, "extra_bytes_per_step": extra}
+            for i, p in enumerate(pools)
+        ]
+        return pd.DataFrame(rows)
+
+    labels = []
+    for df in (frame(1024.0, 49152.0), frame(1024.0, 96 << 20)):
+        fig, ax = plt.subplots()
+        plot._bars(ax, df)
+        labels.append(ax.get_ylabel())
+        top = max(bar.get_y() + bar.get_height() for bar in ax.patches)
+        plt.close(fig)
+        assert 1 <= top < 1024, (labels[-1], top)  # the tallest bar reads between 1 and 1024 of its unit
+    assert "(KiB," in labels[0] and "(MiB," in labels[1], labels
+    fig, ax = plt.subplots()
+    plot._lines(ax, frame(1024.0, 4096.0, pools=(16 << 10, 64 << 10)), pd.Series(["fused", "fused"]))
+    assert ax.get_xlabel().endswith("(KiB)") and "(KiB," in ax.get_ylabel(), (ax.get_xlabel(), ax.get_ylabel())
+    assert sorted(ax.get_xticks()) == [16, 64]
+    plt.close(fig)
+
+
+def test_one_ideal_per_model_the_least_of_its_layouts() -> None:
+    """The fused layout's own graph reads its copies too: its derived ideal (here 3x) is replaced by the model's
+    least per call, so its ratio is against what the model must move. Negative controls: another model, the same
+    model at another size (pool bytes or calls) keep their own ideal, a case's stated ideal
+    (``ideal_bytes_per_call``) is never touched, nor a model with one case."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from compile_checks import Case
+    from compile_checks.reports.tables import one_ideal_per_model
+
+    def step(*args: object) -> None: ...
+
+    def other(*args: object) -> None: ...
+
+    def pools(fused: bool, slots: int = 16) -> dict[str, torch.Tensor]:
+        kv = torch.zeros(2, slots, 4)
+        return {"k": kv[0], "v": kv[1]} if fused else {"k": torch.zeros(slots, 4), "v": torch.zeros(slots, 4)}
+
+    def run(name: str, fn: object, ideal: int, calls: int, source: str = "graph", **kw: object) -> SimpleNamespace:
+        kw.setdefault("pools", pools(False))
+        return SimpleNamespace(result=SimpleNamespace(case=Case(name, fn, **kw)), calls=calls, ideal=(ideal, source))
+
+    split, fused = run("split", step, 1000, 4), run("fused", step, 3000, 4, pools=pools(True))  # 250 and 750 per call
+    alone, stated = run("alone", other, 9000, 3), run("stated", other, 7, 3, source="case")
+    bigger, longer = run("bigger", step, 4000, 4, pools=pools(False, 64)), run("longer", step, 6000, 8)
+    one_ideal_per_model([split, fused, alone, stated, bigger, longer])
+    assert split.ideal[0] == 1000 and fused.ideal[0] == 1000  # 250 per call x its 4 calls
+    assert fused.ideal[1] == "graph, one per model (least of its 2 cases: split)"
+    assert alone.ideal == (9000, "graph") and stated.ideal == (7, "case")
+    assert bigger.ideal == (4000, "graph") and longer.ideal == (6000, "graph")  # another size: its own
+    named = run("named", other, 100, 1, meta={"model": "tiny"})
+    fused = run("fused", step, 6000, 2, meta={"model": "tiny"})  # the cases name their model: one ideal
+    one_ideal_per_model([fused, named])
+    assert named.ideal[0] == 100 and fused.ideal[0] == 200  # named's 100 per call is the least

@@ -222,7 +222,15 @@ def test_run_case_fails_on_unanalysed_unless_the_case_allows_it() -> None:
         def fn(k, v, x, slots, window, w):
             return op_commit_after_gather(k, v, x, slots, window) + (x * w).sum()
 
-        return Case(name=f"bw_allow={allow}", fn=fn, pools={"k": k, "v": v}, driver=driver, allow_unanalysed=allow)
+        # no_grad=False: a training step (a Case runs its step under torch.no_grad() by default, as an engine does)
+        return Case(
+            name=f"bw_allow={allow}",
+            fn=fn,
+            pools={"k": k, "v": v},
+            driver=driver,
+            allow_unanalysed=allow,
+            no_grad=False,
+        )
 
     strict = run_case(case(False), analysis_only=True)
     assert strict.report.unanalysed and not strict.check_passed and not strict.passed

@@ -6,6 +6,7 @@ cheap and torch-free (see the package docstring for the invariant a case keeps).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 from collections.abc import Callable, Mapping
@@ -72,6 +73,10 @@ class Case(Expectation):
         inductor_cache: also run the case against the Inductor / AOTAutograd caches in this directory
             (``gate --inductor-cache DIR``, which takes precedence): fail when the artifact they serve
             copies other bytes than a cold compile (``cache_divergence``); None: the cold verdict only.
+        no_grad: run the step (the call, or the ``driver``, eager reference included) under
+            ``torch.no_grad()``, as an engine runs inference: an ``nn.Module`` built as usual has parameters
+            that require grad, and a step without its own ``torch.no_grad()`` would make dynamo trace a
+            training graph. False: the step runs with autograd as the caller left it.
     """
 
     name: str
@@ -97,6 +102,7 @@ class Case(Expectation):
     max_recompiles: int | None = None
     reset: Callable[[], Any] | None = None
     inductor_cache: str | os.PathLike[str] | None = None
+    no_grad: bool = True
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -143,10 +149,20 @@ class Case(Expectation):
             if not isinstance(self.inductor_cache, (str, os.PathLike)):
                 raise ValueError(f"Case {self.name!r}: inductor_cache must be a directory path or None")
             object.__setattr__(self, "inductor_cache", os.fspath(self.inductor_cache))
+        if not isinstance(self.no_grad, bool):
+            raise ValueError(f"Case {self.name!r}: no_grad must be True or False, got {self.no_grad!r}")
         if self.max_recompiles is not None and (not isinstance(self.max_recompiles, int) or self.max_recompiles < 0):
             raise ValueError(
                 f"Case {self.name!r}: max_recompiles must be an int >= 0 or None, got {self.max_recompiles!r}"
             )
+
+    def grad_mode(self) -> contextlib.AbstractContextManager[Any]:
+        """What the step runs under: ``torch.no_grad()`` (the default, an engine's inference), or nothing."""
+        if not self.no_grad:
+            return contextlib.nullcontext()
+        import torch  # lazy: loading a case file stays torch-free
+
+        return torch.no_grad()
 
     def replace(self, **changes: Any) -> Case:
         """A copy with some fields changed (shares the tensors: see the module docstring)."""

@@ -102,10 +102,11 @@ def run_through(case: Any, backend: Callable[..., Any]) -> None:
         compiled = case.compile(backend) or case.fn
     else:
         compiled = torch.compile(case.fn, backend=backend, dynamic=case.dynamic, fullgraph=case.fullgraph)
-    if case.driver is not None:
-        case.driver(compiled)
-    else:
-        compiled(*case.args, **dict(case.kwargs))
+    with case.grad_mode():  # torch.no_grad() unless Case(no_grad=False), as run_case runs it
+        if case.driver is not None:
+            case.driver(compiled)
+        else:
+            compiled(*case.args, **dict(case.kwargs))
 
 
 def floor_run(case: Any) -> FloorRun:

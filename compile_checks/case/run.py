@@ -183,7 +183,8 @@ def run_case(
             mode=case.mode,
             engine_compile=case.compile,
         )
-        output = case.driver(compiled) if case.driver is not None else compiled(*case.args, **dict(case.kwargs))
+        with case.grad_mode():
+            output = case.driver(compiled) if case.driver is not None else compiled(*case.args, **dict(case.kwargs))
     assert check.report is not None
     check.report.run_findings += run_findings(case, check.report, reference)
     return case_result(case, check, output, started=started)

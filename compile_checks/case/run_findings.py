@@ -41,7 +41,12 @@ def write_reference(case: Case) -> Any:
     fn, context = _eager(case)
 
     def run() -> Any:
-        with context(), torch.compiler.set_stance("force_eager"), mock.patch.object(torch, "compile", _no_compile):
+        with (
+            context(),
+            case.grad_mode(),
+            torch.compiler.set_stance("force_eager"),
+            mock.patch.object(torch, "compile", _no_compile),
+        ):
             target: Any = fn
             if case.compile is not None:
                 target = case.compile(_never_called) or fn

@@ -1,8 +1,9 @@
 """One explanation per group of copies it explains alike: ``layers 0-2: <why>`` instead of three copies of it.
 
 Torch-free (the gate's table reads plain outcome dicts). Two explanations are alike when they differ
-only in layer numbers, K or V, byte counts, region numbers and the numbering of FX node names
-(``layer0.v`` / ``layer1.k``, `` `k_pool` `` / `` `v_pool` ``, ``8192 bytes`` / ``16384 bytes``,
+only in layer numbers, K or V, numbered pool names, byte counts, region numbers and the numbering of FX
+node names (``layer0.v`` / ``layer1.k``, ``(l0.v)`` / ``(l1.v)``, `` `k_pool` `` / `` `v_pool` ``,
+``8192 bytes`` / ``16384 bytes``,
 ``region 5`` / ``region 9``, `` `index` `` / `` `index_3` ``): one cause, one fix, per layer and pool.
 Each copy keeps its own line with its own pool, bytes and node; the shared explanation is printed
 once, as worded for the group's first copy.
@@ -16,6 +17,8 @@ from collections.abc import Sequence
 _LAYER = re.compile(r"layer(\d+)")
 _ALIKE = (
     (re.compile(r"layer\d+(\.[kv]\b)?"), "layer#"),  # a layer's pool: layer3.v
+    # any other numbered pool name, as explanations write one: `v_pool` (l0.v), (blocks.3.attn.k_cache)
+    (re.compile(r"\((?=[\w.]*\d)(?=[\w.]*\.)[A-Za-z_][\w.]*\)"), "(pool#)"),
     (re.compile(r"`[kv]_pool`"), "`#_pool`"),  # the op's argument: K or V alike
     (re.compile(r"`([A-Za-z_]*[A-Za-z])(?:_\d+)?`"), r"`\1_#`"),  # an FX node: `index` / `index_3`
     (re.compile(r"\b\d+ bytes\b"), "# bytes"),

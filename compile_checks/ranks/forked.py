@@ -1,4 +1,5 @@
-"""CPU ranks forked from a preloaded server instead of started as fresh interpreters.
+"""CPU ranks forked from a preloaded server instead of started as fresh interpreters
+(``torch.multiprocessing.start_processes`` with multiprocessing's fork server).
 
 Why: a fresh rank imports torch, this package and (for an engine on vLLM) vLLM before it does
 anything, ~7 s of CPU per rank on the 2-core box (``import vllm.config`` alone ~5.5 s), paid again
@@ -22,12 +23,13 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib.util
-import io
 import multiprocessing
 import os
 import signal
 import sys
-from multiprocessing import context, forkserver, popen_forkserver, reduction, spawn, util
+import types
+from collections.abc import Iterator, Sequence
+from multiprocessing import forkserver
 from pathlib import Path
 from typing import Any
 
@@ -53,42 +55,6 @@ def can_fork(backend: str) -> bool:
     return setting == "1" and backend == "gloo" and not torch.cuda.is_available()
 
 
-# the parts of multiprocessing's start-up data a rank takes: not the launching process's __main__
-_MAIN_KEYS = ("init_main_from_name", "init_main_from_path")
-
-
-class _Popen(popen_forkserver.Popen):  # type: ignore[misc,name-defined]
-    """The fork server's start of a process, without re-importing the launcher's ``__main__`` in it.
-
-    multiprocessing imports the parent's main module in every child it starts this way; a user's
-    script that runs its ranked case at top level (no ``if __name__ == "__main__"``) would run again
-    in every rank. A fresh rank interpreter never imported it. This is CPython's ``_launch``
-    (3.11-3.13 alike) with those keys left out of the data the child prepares itself from.
-    """
-
-    def _launch(self, process_obj: Any) -> None:
-        prep_data = {k: v for k, v in spawn.get_preparation_data(process_obj._name).items() if k not in _MAIN_KEYS}
-        buf = io.BytesIO()
-        context.set_spawning_popen(self)
-        try:
-            reduction.dump(prep_data, buf)
-            reduction.dump(process_obj, buf)
-        finally:
-            context.set_spawning_popen(None)
-        self.sentinel, w = forkserver.connect_to_new_process(self._fds)  # type: ignore[attr-defined]
-        _parent_w = os.dup(w)  # the child's sentinel of this parent (as in CPython)
-        self.finalizer = util.Finalize(self, util.close_fds, (_parent_w, self.sentinel))  # type: ignore[attr-defined]
-        with open(w, "wb", closefd=True) as f:
-            f.write(buf.getbuffer())
-        self.pid = forkserver.read_signed(self.sentinel)
-
-
-class _RankProcess(context.ForkServerProcess):  # type: ignore[misc,name-defined]
-    @staticmethod
-    def _Popen(process_obj: Any) -> _Popen:
-        return _Popen(process_obj)
-
-
 @functools.cache  # once per process: the preload takes effect only when the server starts (first forked launch)
 def _set_server_preload() -> None:
     vllm = importlib.util.find_spec("vllm") is not None  # an engine's case on vLLM imports it in every rank
@@ -99,13 +65,31 @@ def start_server() -> None:
     """The fork server up now, with its preload; otherwise it starts at the first forked launch, whose
     ``timeout_s`` (counted from before its ranks start) then also covers the preload's seconds."""
     _set_server_preload()
-    forkserver.ensure_running()
+    forkserver.ensure_running()  # multiprocessing's own start of its server, with the preload set above
 
 
-def _rank_main(job_path: str, log_path: str, env: dict[str, str], cwd: str) -> None:
-    """The forked rank: become what ``python -m compile_checks.ranks.worker JOB`` would be, then run it."""
+@contextlib.contextmanager
+def _launching_script_hidden() -> Iterator[None]:
+    """While the ranks start, ``__main__`` is a bare module (as in an interactive interpreter).
+
+    multiprocessing's fork server start imports the launching process's main module again in every child
+    (``__mp_main__``): an engine's check script that runs its ranked case at top level (no
+    ``if __name__ == "__main__"``) would run again in every rank. A fresh rank interpreter never imports it,
+    and a main module without ``__file__`` or ``__spec__`` is one multiprocessing does not import."""
+    main = sys.modules.get("__main__")
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        if main is not None:
+            sys.modules["__main__"] = main
+
+
+def _rank_main(rank: int, jobs: Sequence[str], logs: Sequence[str], envs: Sequence[dict[str, str]], cwd: str) -> None:
+    """The forked rank (``torch.multiprocessing``'s ``fn(i, *args)``): become what
+    ``python -m compile_checks.ranks.worker JOB`` would be, then run it."""
     os.setsid()  # its own process group, as start_new_session gives a fresh rank
-    log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    log = os.open(logs[rank], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.dup2(log, 1)
@@ -114,34 +98,33 @@ def _rank_main(job_path: str, log_path: str, env: dict[str, str], cwd: str) -> N
     os.close(null)
     os.chdir(cwd)
     os.environ.clear()
-    os.environ.update(env)
-    sys.path[:0] = [cwd, *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
+    os.environ.update(envs[rank])
+    sys.path[:0] = [cwd, *filter(None, envs[rank].get("PYTHONPATH", "").split(os.pathsep))]
     from compile_checks.ranks.worker import main
 
-    sys.exit(main(job_path, start=RankStart.FORKED))
+    sys.exit(main(jobs[rank], start=RankStart.FORKED))
 
 
 class ForkedRank:
     """A forked rank behind the part of ``subprocess.Popen`` the launcher uses (pid, poll, returncode, wait)."""
 
-    def __init__(self, job_path: Path, log_path: Path, env: dict[str, str]) -> None:
-        start_server()
-        self._proc = _RankProcess(
-            target=_rank_main, args=(str(job_path), str(log_path), env, os.getcwd()), name=f"rank:{job_path.stem}"
-        )
-        self._proc.start()
-        self.pid: int = self._proc.pid  # type: ignore[assignment]
+    def __init__(self, process: Any, error_file: str) -> None:
+        self._proc = process
+        self._error_file = error_file  # torch.multiprocessing's: written only if the rank's fn raised past main
+        self.pid: int = process.pid
 
     @property
     def returncode(self) -> int | None:
-        return self._proc.exitcode
+        return self._proc.exitcode  # type: ignore[no-any-return]
 
     def poll(self) -> int | None:
-        return self._proc.exitcode
+        return self.returncode
 
     def wait(self) -> int | None:
         self._proc.join()
-        return self._proc.exitcode
+        with contextlib.suppress(OSError):
+            os.unlink(self._error_file)
+        return self.returncode
 
     def kill_group(self) -> None:
         """SIGKILL its process group; a rank killed before its ``setsid`` has none yet: kill the rank alone
@@ -152,3 +135,20 @@ class ForkedRank:
             if self._proc.exitcode is None:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(self.pid, signal.SIGKILL)
+
+
+def start_forked(jobs: Sequence[Path], logs: Sequence[Path], envs: Sequence[dict[str, str]]) -> list[ForkedRank]:
+    """Every rank forked from the preloaded server by ``torch.multiprocessing.start_processes`` (rank ``i`` runs
+    ``_rank_main(i, ...)``), each with its job, log and environment; started, not waited for."""
+    import torch.multiprocessing
+
+    start_server()
+    with _launching_script_hidden():
+        context = torch.multiprocessing.start_processes(
+            _rank_main,
+            args=([str(j) for j in jobs], [str(g) for g in logs], list(envs), os.getcwd()),
+            nprocs=len(jobs),
+            join=False,
+            start_method="forkserver",
+        )
+    return [ForkedRank(p, f) for p, f in zip(context.processes, context.error_files)]

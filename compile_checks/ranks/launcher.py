@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import compile_checks
-from compile_checks.ranks.forked import ForkedRank, can_fork
+from compile_checks.ranks.forked import ForkedRank, can_fork, start_forked
 from compile_checks.ranks.spec import RankedCase
 
 # after a rank failed, how long its peers may still finish on their own before they are stopped
@@ -99,10 +99,8 @@ def _stop(proc: RankProcess) -> None:
     proc.wait()
 
 
-def _start(job_path: Path, log_path: Path, env: dict[str, str], *, forked: bool) -> RankProcess:
-    """One rank: forked from the preloaded server (``forked``), or a fresh interpreter."""
-    if forked:
-        return ForkedRank(job_path, log_path, env)
+def _start_fresh(job_path: Path, log_path: Path, env: dict[str, str]) -> RankProcess:
+    """One rank as a fresh interpreter (``python -m compile_checks.ranks.worker JOB``)."""
     with log_path.open("wb") as log:
         return subprocess.Popen(
             [sys.executable, "-m", "compile_checks.ranks.worker", str(job_path)],
@@ -177,6 +175,9 @@ def launch(
         procs: list[RankProcess] = []
         forked = can_fork(backend)
         started, launched_at = time.perf_counter(), time.time()
+        jobs = [work / f"rank{rank}.job.json" for rank in range(ranked.world_size)]
+        logs = [work / f"rank{rank}.log" for rank in range(ranked.world_size)]
+        envs = [_child_env(rank, ranked.world_size, port) for rank in range(ranked.world_size)]
         try:
             for rank in range(ranked.world_size):
                 job = _job(
@@ -188,9 +189,11 @@ def launch(
                     dump_dir=dump_dir,
                     result=work / f"rank{rank}.json",
                 )
-                (work / f"rank{rank}.job.json").write_text(json.dumps(job))
-                env = _child_env(rank, ranked.world_size, port)
-                procs.append(_start(work / f"rank{rank}.job.json", work / f"rank{rank}.log", env, forked=forked))
+                jobs[rank].write_text(json.dumps(job))
+            if forked:  # every rank at once: torch.multiprocessing.start_processes from the preloaded fork server
+                procs.extend(start_forked(jobs, logs, envs))
+            else:
+                procs.extend(_start_fresh(job, log, env) for job, log, env in zip(jobs, logs, envs))
             ended, stopped = _wait(procs, ranked.timeout_s, started, poll_s)
         finally:  # an interrupt (or a failed start) must not leave ranks running in their own sessions
             for proc in procs:

@@ -1,7 +1,7 @@
 """``compile-checks report``: the traffic report (its options, mode and exit codes: :mod:`compile_checks.cli`).
 
 Writes traffic.csv / traffic_nodes.csv / traffic.md / traffic.html / traffic.png for the user's
-cases (``--target``, else ``[tool.compile_checks] targets`` of ./pyproject.toml) or the built-in
+cases (TARGETs, else ``[tool.compile_checks] targets`` of ./pyproject.toml) or the built-in
 scenarios (``--scenario``, or when there are no targets). Every case runs through ``run_case``
 (:mod:`compile_checks.reports.run`), in the mode the CLI resolved: analysis-only verdicts unless
 ``Mode.FULL``. Everything wrong with the request raises ``UsageError`` (exit 2) or
@@ -12,6 +12,7 @@ scenarios (``--scenario``, or when there are no targets). Every case runs throug
 from __future__ import annotations
 
 import importlib.util
+import sys
 import time
 import traceback
 from dataclasses import dataclass
@@ -54,10 +55,27 @@ class ReportRequest:
     dumps: bool = False
     progress: bool = True
     list_scenarios: bool = False
+    config: Path | None = None  # [tool.compile_checks] from this file (default ./pyproject.toml)
+    json: bool = False  # the document on stdout, everything else on stderr
+    junitxml: Path | None = None
 
 
 def _err(msg: str) -> None:
     print(f"error: {msg}", file=terminal())  # the real stderr, also while torch's is held
+
+
+def _say(req: ReportRequest, text: str) -> None:
+    """The report's own lines: stdout, or the real stderr when stdout carries the ``--json`` document."""
+    print(text, file=terminal() if req.json else sys.stdout, flush=True)
+
+
+def _project(req: ReportRequest) -> Path:
+    """Where ``[tool.compile_checks]`` is read: ``--config`` (a file that must exist), else the working folder."""
+    if req.config is None:
+        return Path.cwd()
+    if not req.config.is_file():
+        raise UsageError(f"--config {req.config}: no such file")
+    return req.config
 
 
 def check_writable(out: Path) -> None:
@@ -83,7 +101,9 @@ def missing_dependencies() -> list[str]:
 def _load_cases(req: ReportRequest) -> list[Any]:
     prepare_process_for_vllm()  # before a target or the scenarios can import vLLM (CPU-only host: CPU platform)
     found = (
-        (list(req.targets), Path.cwd()) if req.targets else (None if req.scenarios else pyproject_targets(Path.cwd()))
+        (list(req.targets), Path.cwd())
+        if req.targets
+        else (None if req.scenarios else pyproject_targets(_project(req)))
     )
     if not found:
         return []
@@ -119,6 +139,7 @@ def run_report(req: ReportRequest) -> ExitCode:
     if missing:
         raise UsageError(f"the report needs {', '.join(missing)}: pip install 'compile-checks[reports]'")
     got = _validate(req)
+    _project(req)  # a missing --config file: exit 2 before anything loads
     cases = _load_cases(req)
     # here, not at the top: importing the scenarios imports vLLM (after _load_cases prepared the process)
     from compile_checks.scenarios import DEFAULT_GATE, SCENARIOS
@@ -127,7 +148,7 @@ def run_report(req: ReportRequest) -> ExitCode:
     default = default_scenario_names(registry, DEFAULT_GATE)
     if req.list_scenarios:
         for name, sc in registry.items():
-            print(f"{'*' if name in default else ' '} {name:24} {getattr(sc, 'description', '')}")
+            _say(req, f"{'*' if name in default else ' '} {name:24} {getattr(sc, 'description', '')}")
         return ExitCode.CLEAN
     if req.out is None:
         raise UsageError("--out DIR is required")
@@ -136,10 +157,11 @@ def run_report(req: ReportRequest) -> ExitCode:
     if unknown:
         raise UsageError(f"unknown scenario(s): {', '.join(unknown)}; valid: {', '.join(sorted(registry))}")
     check_writable(req.out)
-    if req.write_baseline is not None:
-        check_writable(req.write_baseline.parent)
-    pipelines, where = report_pipelines(req.pipelines, Path.cwd())
-    print(f"report: pipelines {', '.join(pipelines) or '-'} ({where})", flush=True)
+    for path in (req.write_baseline, req.junitxml):
+        if path is not None:
+            check_writable(path.parent)
+    pipelines, where = report_pipelines(req.pipelines, _project(req))
+    _say(req, f"report: pipelines {', '.join(pipelines) or '-'} ({where})")
     runs = plan_runs([registry[n] for n in names], cases, pipelines)
     if not runs:
         raise UsageError(f"nothing to report: no case runs under the pipelines {', '.join(pipelines)}")
@@ -160,8 +182,29 @@ def run_report(req: ReportRequest) -> ExitCode:
             print(f"report: full traceback in {req.out / 'error.txt'}", file=terminal())
         except OSError:
             pass
+        _ci_outputs(req, None, None, ExitCode.COMPILE, started, error=f"{type(e).__name__}: {e}")
         return ExitCode.COMPILE
     return _finish(req, got, df, nodes, started)
+
+
+def _ci_outputs(
+    req: ReportRequest, df: Any, cmp: Any, code: ExitCode, started: float, error: str | None = None
+) -> ExitCode:
+    """``--junitxml`` and ``--json`` (:mod:`compile_checks.reports.ci_outputs`); returns ``code``."""
+    from compile_checks.reports import ci_outputs
+
+    seconds = time.perf_counter() - started
+    if req.junitxml is not None:
+        try:
+            ci_outputs.write_junit(req.junitxml, df, seconds=seconds, cmp=cmp, error=error)
+        except OSError as e:
+            raise UnwritableOutput(f"cannot write --junitxml {req.junitxml}: {e}") from e
+    if req.json:
+        doc = ci_outputs.json_document(
+            df, exit_code=int(code), seconds=seconds, cmp=cmp, baseline=req.baseline, error=error
+        )
+        print(doc, flush=True)
+    return code
 
 
 def _finish(req: ReportRequest, got: dict[str, Any], df: Any, nodes: Any, started: float) -> ExitCode:
@@ -181,26 +224,27 @@ def _finish(req: ReportRequest, got: dict[str, Any], df: Any, nodes: Any, starte
     except OSError as e:
         raise UnwritableOutput(f"cannot write the report: {e}") from e
     for v in df["verdict"]:
-        print(v)
-    print(
+        _say(req, v)
+    _say(
+        req,
         f"report: {len(df)} case(s) in {time.perf_counter() - started:.1f} s; "
-        f"wrote {req.out}/traffic{{.csv,_nodes.csv,.md,.html,.png}}"
+        f"wrote {req.out}/traffic{{.csv,_nodes.csv,.md,.html,.png}}",
     )
     if req.write_baseline is not None:
-        print(f"report: baseline written to {req.write_baseline}")
+        _say(req, f"report: baseline written to {req.write_baseline}")
     if got["baseline"] is None:
-        return ExitCode.CLEAN
+        return _ci_outputs(req, df, None, ExitCode.CLEAN, started)
     cmp = bl.compare(got["baseline"], entries)
     for name in cmp.new_scenarios:
-        print(f"baseline: {name} is new (not in {req.baseline}), not compared")
+        _say(req, f"baseline: {name} is new (not in {req.baseline}), not compared")
     for name in cmp.improved:
-        print(f"baseline: {name} improved (fewer clones or bytes); consider --write-baseline")
+        _say(req, f"baseline: {name} improved (fewer clones or bytes); consider --write-baseline")
     if not cmp.ok:
         for r in cmp.regressions:
             print(f"baseline: REGRESSION {r.describe()}", file=terminal())
-        return ExitCode.NOT_MET
-    print(f"baseline: ok, nothing grew against {req.baseline}")
-    return ExitCode.CLEAN
+        return _ci_outputs(req, df, cmp, ExitCode.NOT_MET, started)
+    _say(req, f"baseline: ok, nothing grew against {req.baseline}")
+    return _ci_outputs(req, df, cmp, ExitCode.CLEAN, started)
 
 
 __all__ = ["ReportRequest", "check_writable", "missing_dependencies", "pyproject_targets", "run_report"]

@@ -19,10 +19,10 @@ from compile_checks.vocab import Pipeline
 
 
 def project_config(directory: Path) -> Any:
-    """``[tool.compile_checks]`` of ``directory/pyproject.toml`` (None: no file or no table), read and
-    validated by the gate's own :func:`compile_checks.gate.config.load_config`."""
+    """``[tool.compile_checks]`` of ``directory/pyproject.toml`` (or of ``directory`` itself, a file: ``--config``;
+    None: no file or no table), read and validated by the gate's own :func:`compile_checks.gate.config.load_config`."""
     try:
-        return load_config(directory / "pyproject.toml")
+        return load_config(directory if directory.is_file() else directory / "pyproject.toml")
     except ConfigError as e:
         raise UsageError(str(e)) from e
 

@@ -25,10 +25,21 @@ from matplotlib.ticker import NullFormatter
 from compile_checks.errors import CompileChecksError
 from compile_checks.reports.traffic import MIB, format_bytes
 
+# binary units, largest first: an axis is labelled in the largest that its biggest value reaches
+_UNITS: tuple[tuple[str, int], ...] = (("GiB", 1024**3), ("MiB", MIB), ("KiB", 1024), ("B", 1))
 
-def _size_ticks(ax, pool_bytes: pd.Series) -> None:  # type: ignore[no-untyped-def]
-    """Ticks at the measured pool sizes, labelled in MiB (not 2^k)."""
-    sizes = sorted(set((pool_bytes / MIB).tolist()))
+
+def byte_unit(values: Any) -> tuple[str, int]:
+    """The unit an axis of ``values`` (bytes) reads best in: ``("KiB", 1024)`` for a 5 KiB top, not 0.005 MiB."""
+    array = np.asarray(values, dtype=float)
+    finite = array[np.isfinite(array)]
+    top = float(np.max(np.abs(finite), initial=0.0))
+    return next(((name, size) for name, size in _UNITS if top >= size), ("B", 1))
+
+
+def _size_ticks(ax, pool_bytes: pd.Series, size: int) -> None:  # type: ignore[no-untyped-def]
+    """Ticks at the measured pool sizes, labelled in the axis' unit (not 2^k)."""
+    sizes = sorted(set((pool_bytes / size).tolist()))
     ax.set_xticks(sizes)
     ax.set_xticklabels([f"{s:g}" for s in sizes])
     ax.xaxis.set_minor_formatter(NullFormatter())
@@ -40,15 +51,17 @@ def _has_positive(values: Any) -> bool:
 
 
 def _style_pool_axis(ax: Any, pool_bytes: pd.Series, ylabel: str, title: str) -> None:
-    """Log-log axes against pool size (MiB), shared by the traffic and the timing panel; an axis with
-    nothing positive to show (every ideal not derivable and nothing extra, a case without pools) stays linear."""
+    """Log-log axes against pool size (in :func:`byte_unit` of the sizes: what :func:`_pool_x` plotted), shared
+    by the traffic and the timing panel; an axis with nothing positive to show (every ideal not derivable and
+    nothing extra, a case without pools) stays linear."""
+    unit, size = byte_unit(pool_bytes)
     ys = np.concatenate([np.asarray(line.get_ydata(), dtype=float) for line in ax.get_lines()] or [np.zeros(0)])
     if _has_positive(pool_bytes.to_numpy(dtype=float)):
         ax.set_xscale("log", base=2)
     if _has_positive(ys):
         ax.set_yscale("log")
-    _size_ticks(ax, pool_bytes)
-    ax.set_xlabel("KV pool size, all layers K+V (MiB)")
+    _size_ticks(ax, pool_bytes, size)
+    ax.set_xlabel(f"KV pool size, all layers K+V ({unit})")
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.grid(True, which="both", alpha=0.3)
@@ -64,15 +77,21 @@ def _variant_keys(df: pd.DataFrame) -> pd.Series:
     return built.where(layout != "", df["case"])
 
 
+def _pool_x(pool_bytes: pd.Series, every: pd.Series) -> pd.Series:
+    """Pool sizes in the unit the axis of ``every`` size on it is labelled in."""
+    return pool_bytes / byte_unit(every)[1]
+
+
 def _lines(ax: Any, df: pd.DataFrame, keys: pd.Series) -> None:
+    unit, size = byte_unit(df["ideal_bytes_per_step"].fillna(0.0) + df["extra_bytes_per_step"].fillna(0.0))
     for variant, group in df.groupby(keys, sort=True):
         g = group.drop_duplicates("pool_bytes").sort_values("pool_bytes")
-        x = g["pool_bytes"] / MIB
-        total = (g["ideal_bytes_per_step"] + g["extra_bytes_per_step"]) / MIB
+        x = _pool_x(g["pool_bytes"], df["pool_bytes"])
+        total = (g["ideal_bytes_per_step"] + g["extra_bytes_per_step"]) / size
         (line,) = ax.plot(x, total, marker="o", label=f"{variant}: ideal + extra (clone + copy-back)")
         ax.plot(
             x,
-            g["ideal_bytes_per_step"] / MIB,
+            g["ideal_bytes_per_step"] / size,
             marker="x",
             linestyle="--",
             color=line.get_color(),
@@ -81,7 +100,7 @@ def _lines(ax: Any, df: pd.DataFrame, keys: pd.Series) -> None:
     _style_pool_axis(
         ax,
         df["pool_bytes"],
-        "memory traffic per step (MiB, run average, from the graph)",
+        f"memory traffic per step ({unit}, run average, from the graph)",
         "KV traffic per step vs pool size",
     )
 
@@ -89,14 +108,15 @@ def _lines(ax: Any, df: pd.DataFrame, keys: pd.Series) -> None:
 def _bars(ax: Any, df: pd.DataFrame) -> None:
     """One bar per case (and pipeline): the ideal, the extra stacked on it; an ideal not known is left out."""
     labels = [f"{c}\n{format_bytes(p)} pool" for c, p in zip(df["case"], df["pool_bytes"])]
-    ideal = (df["ideal_bytes_per_step"].fillna(0.0) / MIB).to_numpy(dtype=float)
-    extra = (df["extra_bytes_per_step"].fillna(0.0) / MIB).to_numpy(dtype=float)
+    unit, size = byte_unit(df["ideal_bytes_per_step"].fillna(0.0) + df["extra_bytes_per_step"].fillna(0.0))
+    ideal = (df["ideal_bytes_per_step"].fillna(0.0) / size).to_numpy(dtype=float)
+    extra = (df["extra_bytes_per_step"].fillna(0.0) / size).to_numpy(dtype=float)
     x = np.arange(len(df))
     ax.bar(x, ideal, label="ideal", color="#3b6ea5")
     ax.bar(x, extra, bottom=ideal, label="extra (clone + copy-back)", color="#b00020")
     ax.set_xticks(x)
     ax.set_xticklabels(labels, rotation=30 if len(df) > 4 else 0, ha="right" if len(df) > 4 else "center", fontsize=7)
-    ax.set_ylabel("memory traffic per step (MiB, run average, from the graph)")
+    ax.set_ylabel(f"memory traffic per step ({unit}, run average, from the graph)")
     top = float(np.max(ideal + extra, initial=0.0))
     if top > 0:
         ax.set_ylim(0, top * 1.3)  # room for the legend above the tallest bar
@@ -130,14 +150,15 @@ def plot_traffic(df: pd.DataFrame, path: str | Path, bench: pd.DataFrame | None 
         keys = _variant_keys(df)
         for variant, group in measured.groupby(keys[measured.index], sort=True):
             g = group.drop_duplicates("pool_bytes").sort_values("pool_bytes")
-            mx.plot(g["pool_bytes"] / MIB, g["ms_per_step"], marker="o", label=variant)
+            mx.plot(_pool_x(g["pool_bytes"], measured["pool_bytes"]), g["ms_per_step"], marker="o", label=variant)
         _style_pool_axis(mx, measured["pool_bytes"], "measured ms per step (median)", "measured (--measure)")
     if bench is not None and has_bench:
         bx = next(at)
         for device, group in bench.groupby("device", sort=True):
             g = group.sort_values("pool_bytes")
-            bx.plot(g["pool_bytes"] / MIB, g["split_median_ms"], marker="o", label=f"{device} split")
-            bx.plot(g["pool_bytes"] / MIB, g["fused_median_ms"], marker="s", label=f"{device} fused")
+            x = _pool_x(g["pool_bytes"], bench["pool_bytes"])
+            bx.plot(x, g["split_median_ms"], marker="o", label=f"{device} split")
+            bx.plot(x, g["fused_median_ms"], marker="s", label=f"{device} fused")
         _style_pool_axis(bx, bench["pool_bytes"], "median time per commit step (ms)", "measured (reports.bench)")
     fig.tight_layout()
     out = Path(path)

@@ -11,38 +11,53 @@
 A pool listed in ``pools`` is judged on its own (one result row per pool, over every graph): its
 copies do not count against the graph they are in. ``false`` means the pool must keep being
 copied (the scan must still see the bug); ``true`` that no graph copies it.
+
+The table is a pydantic model, :class:`ScanConfig` (its field descriptions generate the docs'
+reference); a bad table is a usage error (exit 2) naming the file and the key.
 """
 
 from __future__ import annotations
 
-import tomllib
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, ValidationInfo, field_validator
+
 from compile_checks.errors import UsageError
+from compile_checks.gate.config import ConfigError, read_table, table_problems
 
-KNOWN_KEYS: dict[str, type] = {"expect_clean": bool, "graphs": dict, "pools": dict, "pools_file": str}
 
+class ScanConfig(BaseModel):
+    """``[tool.compile_checks.scan]``, validated (every key optional)."""
 
-@dataclass(frozen=True)
-class ScanConfig:
-    expect_clean: bool = True
-    graphs: dict[str, bool] = field(default_factory=dict)
-    pools: dict[str, bool] = field(default_factory=dict)
-    pools_file: Path | None = None
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    expect_clean: StrictBool = Field(True, description="what every graph must be: true clean, false still copying")
+    graphs: dict[str, StrictBool] = Field(
+        default_factory=dict,
+        description="per graph (compile id such as '0/1', or its label): true clean, false a negative control",
+    )
+    pools: dict[str, StrictBool] = Field(
+        default_factory=dict,
+        description="per pool (named by --pools / pools_file), judged over every graph: true never copied, "
+        "false still copied",
+    )
+    pools_file: Path | None = Field(
+        None, description="the [pools] table (graph input -> pool name), relative to this file's folder"
+    )
+
+    @field_validator("pools_file", mode="before")
+    @classmethod
+    def _relative_to_the_file(cls, value: Any, info: ValidationInfo) -> Any:
+        if not isinstance(value, str):
+            return value  # pydantic's path_type error
+        return Path((info.context or {}).get("path", "pyproject.toml")).parent / value
 
     def expects_clean(self, compile_id: str, label: str) -> bool:
         for key in (label, compile_id):
             if key in self.graphs:
                 return self.graphs[key]
         return self.expect_clean
-
-
-def _bools(path: Path, key: str, table: Any) -> dict[str, bool]:
-    if not all(isinstance(v, bool) for v in table.values()):
-        raise UsageError(f"{path}: [tool.compile_checks.scan] {key} must map names to true / false")
-    return {str(k): v for k, v in table.items()}
 
 
 def load_scan_config(pyproject: Path | None) -> ScanConfig:
@@ -53,28 +68,14 @@ def load_scan_config(pyproject: Path | None) -> ScanConfig:
             raise UsageError(f"--config {pyproject}: no such file")
         return ScanConfig()
     try:
-        with path.open("rb") as f:
-            data = tomllib.load(f)
-    except tomllib.TOMLDecodeError as e:
-        raise UsageError(f"{path}: not valid TOML: {e}") from None
-    table = data.get("tool", {}).get("compile_checks", {}).get("scan")
-    if table is None:
-        return ScanConfig()
-    unknown = sorted(set(table) - set(KNOWN_KEYS))
-    if unknown:
-        raise UsageError(
-            f"{path}: unknown key(s) in [tool.compile_checks.scan]: {', '.join(unknown)}; "
-            f"valid: {', '.join(KNOWN_KEYS)}"
-        )
-    for key, want in KNOWN_KEYS.items():
-        if key in table and not isinstance(table[key], want):
-            raise UsageError(f"{path}: [tool.compile_checks.scan] {key} must be a {want.__name__}")
-    return ScanConfig(
-        expect_clean=table.get("expect_clean", True),
-        graphs=_bools(path, "graphs", table.get("graphs", {})),
-        pools=_bools(path, "pools", table.get("pools", {})),
-        pools_file=path.parent / table["pools_file"] if "pools_file" in table else None,
-    )
+        table = read_table(path, "compile_checks", "scan")
+        if table is None:
+            return ScanConfig()
+        return ScanConfig.model_validate(table, context={"path": path})
+    except ConfigError as e:
+        raise UsageError(str(e)) from None
+    except ValidationError as e:
+        raise UsageError(table_problems(e, ScanConfig, path, "tool.compile_checks.scan")) from None
 
 
-__all__ = ["KNOWN_KEYS", "ScanConfig", "load_scan_config"]
+__all__ = ["ScanConfig", "load_scan_config"]

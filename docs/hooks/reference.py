@@ -92,12 +92,44 @@ def cli() -> str:
 # --- configuration keys ---
 
 
-def config() -> str:
-    from compile_checks.gate.config import KNOWN_KEYS
-    from compile_checks.scan.config import KNOWN_KEYS as SCAN_KEYS
+def _toml_type(annotation: Any) -> str:
+    """A pydantic field's annotation as a TOML value's kind: ``list of strings``, ``table of name = bool``."""
+    import enum
+    import typing
 
-    gate = _table(["key", "type", "meaning"], [[f"`{k}`", t.__name__, m] for k, (t, m) in KNOWN_KEYS.items()])
-    scan = _table(["key", "type"], [[f"`{k}`", t.__name__] for k, t in SCAN_KEYS.items()])
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:  # StrictStr, StrictBool: the type, strictly
+        return _toml_type(typing.get_args(annotation)[0])
+    args = [a for a in typing.get_args(annotation) if a is not type(None) and a is not Ellipsis]
+    if origin in (tuple, list):
+        return f"list of {_toml_type(args[0])}"
+    if origin is dict:
+        return f"table of name = {_toml_type(args[1])}" if args[1] is not Any else "table"
+    if args and origin is not None and len(args) == 1:  # X | None, Annotated[X, ...]
+        return _toml_type(args[0])
+    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
+        return " / ".join(f"`{m.value}`" for m in annotation)
+    name = getattr(annotation, "__name__", str(annotation))
+    return {"str": "strings", "bool": "bool", "Path": "string (a path)"}.get(name, name)
+
+
+def _model_table(model: Any) -> str:
+    """The keys of a config model: its fields' TOML kind, default and description."""
+    rows = []
+    for key, field in model.model_fields.items():
+        kind = _toml_type(field.annotation)
+        kind = "string" if kind == "strings" else kind
+        default = field.get_default(call_default_factory=True)
+        shown = "not set" if default in (None, (), {}) else f"`{json.dumps(default)}`"
+        rows.append([f"`{key}`", kind, shown, field.description or ""])
+    return _table(["key", "type", "default", "meaning"], rows)
+
+
+def config() -> str:
+    from compile_checks.gate.config import GateConfig
+    from compile_checks.scan.config import ScanConfig
+
+    gate, scan = _model_table(GateConfig), _model_table(ScanConfig)
     return f"### `[tool.compile_checks]`\n\n{gate}\n\n### `[tool.compile_checks.scan]`\n\n{scan}\n"
 
 
