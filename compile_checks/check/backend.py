@@ -100,6 +100,9 @@ class Region:
     compile_id: str = ""
     # the dynamo graph's code (a dump's captured graph when depyf wrote none)
     captured_code: str = ""
+    # torch._guards.TraceId (compile id, attempt) it was compiled under: its findings are logged there
+    # (compile_checks.check.trace_artifacts)
+    trace_id: Any = None
 
 
 class _StopAfterPostGrad(BaseException):
@@ -263,6 +266,7 @@ class Probe:
         self.regions.append(region)
         region.code, region.compile_id = current_frame()
         region.captured_code = gm.code
+        region.trace_id = torch._guards.CompileContext.current_trace_id()
         if self._frame_start is not None:
             region.phase_seconds[Phase.DYNAMO] = t0 - max(self._frame_start, self._last_backend_end)
         inductor_metrics.reset()
