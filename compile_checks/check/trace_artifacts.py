@@ -59,7 +59,17 @@ def _region_notes(lines: Sequence[str], index: int) -> list[str]:
 
 
 def region_payload(report: CloneReport, index: int, compiled_fn_name: str = "") -> dict[str, Any]:
-    """What one region's artifact holds (JSON-ready)."""
+    """What one region's artifact holds (JSON-ready).
+
+    ``version``: the payload's version (bumped when a key changes meaning); ``region``: the region's index,
+    in compile order; ``compiled_fn``: dynamo's name for it (``__compiled_fn_N``); ``calls``: how many times it
+    ran under the check; ``clean``: no copy survived in it; ``copies``: each surviving copy of a named pool, as
+    in the report (``SurvivingClone``: op, argument, pool, bytes, node, explanation); ``bytes_per_call``: bytes
+    its copies move in one call; ``other_copies``: copies of mutated inputs that match no named pool;
+    ``mutated_args``: each mutated argument of each functionalized op call, reinplaced or cloned; ``notes``:
+    the report's notes on this region (such as PyTorch's ReinplaceCounters disagreeing); ``errors``: what
+    made the check fail on it, and parts it could not analyse.
+    """
     copies = [c.to_dict() for c in report.clones if c.region == index]
     return {
         "version": PAYLOAD_VERSION,

@@ -261,11 +261,16 @@ def json_tables() -> list[tuple[str, list[list[str]]]]:
     report = field_meanings(CloneReport)
     report_rows = [[f"`{k}`", "", report.get(k, "")] for k in _returned_keys(CloneReport.to_dict)]
     clone_rows = [[f"`{f.name}`", str(f.type), clone.get(f.name, "")] for f in dataclasses.fields(SurvivingClone)]
+    from compile_checks.check.trace_artifacts import ARTIFACT, region_payload
+
+    artifact = _inline_entries(region_payload.__doc__ or "")
+    artifact_rows = [[f"`{k}`", "", artifact.get(k, "")] for k in _returned_keys(region_payload)]
     return [
         ("One case (`cases[]`)", rows),
         ("One copy (`cases[].clones[]`, `cases[].other_clones[]`)", copy_rows),
         ("The full report (`cases[].report`, `CloneReport.to_dict()`)", report_rows),
         ("One copy in the report (`cases[].report.clones[]`, `SurvivingClone`)", clone_rows),
+        (f"The structured-trace artifact (`{ARTIFACT}`, one per compiled region under `TORCH_TRACE`)", artifact_rows),
     ]
 
 
