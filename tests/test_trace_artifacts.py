@@ -10,6 +10,7 @@ session with no trace handler (nothing logged, nothing built).
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import logging
 import shutil
@@ -78,7 +79,11 @@ def tlparse_artifacts(log: Path, out: Path) -> dict[str, list[str]]:
     """``tlparse LOG``: compile id (``[0/0]``) -> the artifact files tlparse lists for that compile."""
     binary = tlparse_binary()
     if binary is None:
-        pytest.skip("the tlparse executable is not installed (pip install tlparse; the locks pin it)")
+        try:  # installed (as the locks install it) but its executable is missing: a broken environment
+            version = importlib.metadata.version("tlparse")
+        except importlib.metadata.PackageNotFoundError:
+            pytest.skip("the tlparse executable is not installed (pip install tlparse; the locks pin it)")
+        pytest.fail(f"tlparse {version} is installed but its executable is not beside {sys.executable} nor on PATH")
     proc = subprocess.run([binary, str(log), "-o", str(out), "--no-browser"], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-2000:]
     directory = json.loads((out / "compile_directory.json").read_text())
