@@ -29,6 +29,7 @@ from compile_checks.check.recompile_limit import (
     watching_recompile_limit,
 )
 from compile_checks.check.recompiles import RecompileLog, recompile_table, recording_reasons
+from compile_checks.check.trace_artifacts import log_findings
 from compile_checks.check.writes.regions import RegionWriteWatch
 from compile_checks.errors import CompileChecksError, UsageError
 from compile_checks.explain.culprit_pass import PostGradRecorder
@@ -196,6 +197,7 @@ class CloneCheck:
         if self.dump_dir is not None:
             report.dump_failures = list(self.depyf.failures) if self.depyf is not None else []
             report = write_dump(report, self.dump_dir, fallback=bool(report.dump_failures))
+        log_findings(report, self.probe.regions)  # TORCH_TRACE: each region's findings beside its graphs
         self.report = report
         if raised and self.limit_log.hits:  # dynamo's "Hard failure due to fullgraph=True", explained
             raise CompileCheckError(limit_message(self.limit_log.hits[0], raised=True)) from exc

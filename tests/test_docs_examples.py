@@ -5,15 +5,22 @@ command (``$ ...``), the rest what it printed (an excerpt: lines may be left out
 ``PRODUCERS`` runs the command behind each NAME once; every line of every block of that NAME must be in
 what it printed (table borders, whitespace and decimal figures such as timings aside). A transcript
 (``$ ...``) without a marker fails: nothing claims an output unchecked.
+
+Transcripts are shown as a terminal of ``WIDTH`` (100) columns shows them: the commands run with
+``COLUMNS=100`` (rich lays its tables out to it) and a longer line is wrapped at a word with a hanging
+indent; no line of a transcript is wider (the site cuts wider code blocks). To rewrite every block from
+what its command prints now: ``DOCS_WRITE_TRANSCRIPTS=1 pytest tests/test_docs_examples.py -n 0``.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import runpy
 import shlex
 import shutil
 import sys
+import textwrap
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
@@ -25,6 +32,8 @@ MARKED = re.compile(r"<!-- output-of: ([a-z0-9-]+) -->\n```[\w-]*\n(.*?)```", re
 FENCE = re.compile(r"(<!-- output-of: [a-z0-9-]+ -->\n)?```[\w-]*\n(.*?)```", re.S)
 BOX = re.compile(r"[\u2500-\u257f]")
 DECIMAL = re.compile(r"\d+\.\d+")
+WIDTH = 100  # columns of the terminal a transcript shows
+REWRITE = os.environ.get("DOCS_WRITE_TRANSCRIPTS") == "1"
 
 WRONG_EXPECTATION = """from cases import cases as _cases
 
@@ -51,6 +60,37 @@ def unmarked_transcripts(text: str) -> list[str]:
     ]
 
 
+def terminal_lines(output: str, width: int = WIDTH) -> list[str]:
+    """``output`` as a terminal of ``width`` columns shows it, wrapped at words: a longer line continues on
+    lines indented 4 more than its own."""
+    lines: list[str] = []
+    for line in output.rstrip("\n").splitlines():
+        line = line.rstrip()
+        if len(line) <= width:
+            lines.append(line)
+            continue
+        indent = " " * (len(line) - len(line.lstrip()) + 4)
+        lines += textwrap.wrap(line, width, subsequent_indent=indent, break_on_hyphens=False)
+    return lines
+
+
+def wide_lines(text: str, width: int = WIDTH) -> list[str]:
+    """Lines of claimed-output blocks wider than ``width`` columns (the ``$`` command line included)."""
+    return [line for _, block in marked_blocks(text) for line in block.splitlines() if len(line) > width]
+
+
+def rewritten(text: str, name: str, output: str) -> str:
+    """``text`` with every block of ``name`` replaced by its command line and ``output`` at ``WIDTH`` columns."""
+
+    def one(m: re.Match[str]) -> str:
+        if m.group(1) != name:
+            return m.group(0)
+        body = "\n".join([m.group(2).splitlines()[0], *terminal_lines(output)]) + "\n"
+        return m.group(0)[: m.start(2) - m.start(0)] + body + "```"
+
+    return MARKED.sub(one, text)
+
+
 def normalized(text: str) -> str:
     return " ".join(DECIMAL.sub("#", BOX.sub(" ", text)).split())
 
@@ -75,6 +115,22 @@ def test_every_transcript_claims_a_checked_output() -> None:
         text = path.read_text()
         assert unmarked_transcripts(text) == [], path
         assert {name for name, _ in marked_blocks(text)} <= set(PRODUCERS), path
+
+
+def test_transcripts_fit_the_terminal_width() -> None:
+    for path in doc_files():
+        assert wide_lines(path.read_text()) == [], path
+
+
+def test_a_wide_transcript_is_found_and_wrapping_keeps_it_checkable() -> None:
+    """Negative control: a 150-column line in a claimed output is found; wrapped, it fits and still matches."""
+    long = "  fused: " + " ".join(f"word{i:03d}" for i in range(20))  # 149 columns
+    page = f"<!-- output-of: example-gate -->\n```console\n$ compile-checks gate\n{long}\n```\n"
+    assert wide_lines(page) == [long]
+    fixed = rewritten(page, "example-gate", f"table\n{long}\n")
+    assert wide_lines(fixed) == [] and fixed.count("word") == 20
+    assert fixed.splitlines()[5].startswith("      word")  # continued 4 columns further in
+    assert block_problems(marked_blocks(fixed)[0][1], f"table\n{long}\n") == []
 
 
 def test_an_unmarked_transcript_is_found() -> None:
@@ -160,7 +216,14 @@ def test_claimed_outputs_are_what_the_command_prints(
     blocks = _blocks(name)
     assert blocks, f"no page shows the output of {name}"
     argv, produce = PRODUCERS[name]
+    monkeypatch.setenv("COLUMNS", str(WIDTH))
     output = produce(_Run(tmp_path, capsys, monkeypatch))
+    if REWRITE:  # the pages' blocks of NAME become what the command printed now
+        for path in doc_files():
+            path.write_text(rewritten(path.read_text(), name, output))
+        blocks = [
+            (str(p.relative_to(ROOT)), b) for p in doc_files() for n, b in marked_blocks(p.read_text()) if n == name
+        ]
     for where, block in blocks:
         assert command_of(block) == argv, where
         assert block_problems(block, output) == [], where

@@ -77,6 +77,57 @@ def test_ordinary_prose_is_not_flagged() -> None:
     assert notebook_lines(prose, "prose") == []
 
 
+# --- paragraphs a reader can take in: none longer than MAX_WORDS words ---
+
+MAX_WORDS = 120
+LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+\.)\s+")
+
+
+def paragraphs(text: str) -> list[tuple[int, int]]:
+    """``(first line, words)`` of every prose paragraph: lines between blank lines, outside code fences,
+    headings, tables and HTML comments; a list item starts its own (as Python-Markdown reads a list: a
+    marker line continues a paragraph that is not a list item)."""
+    out: list[tuple[int, int]] = []
+    start, words, fence, in_list = 0, 0, False, False
+    for n, line in enumerate([*text.splitlines(), ""], 1):
+        s = line.strip()
+        if s.startswith("```"):
+            fence = not fence
+        item = bool(LIST_ITEM.match(line)) and (not words or in_list)
+        if fence or s.startswith(("```", "|", "#", "<!--")) or not s or item:
+            if words:
+                out.append((start, words))
+            start, words, in_list = (n, len(s.split()) - 1, True) if item and not fence else (0, 0, False)
+            continue
+        if not words:
+            start, in_list = n, False
+        words += len(s.split())
+    return out
+
+
+def long_paragraphs(text: str, where: str) -> list[str]:
+    return [f"{where}:{n}: {w} words" for n, w in paragraphs(text) if w > MAX_WORDS]
+
+
+def test_no_paragraph_runs_past_the_limit() -> None:
+    found = [hit for path in doc_files() for hit in long_paragraphs(path.read_text(), str(path.relative_to(ROOT)))]
+    assert found == []
+
+
+def test_a_long_paragraph_is_found() -> None:
+    """Negative control: a 130-word paragraph is found, in prose and in a list item; split in two, or in a
+    code block, or as two list items, it is not."""
+    long = " ".join(["word"] * 130)
+    assert long_paragraphs(f"# Page\n\n{long}\n", "p") == ["p:3: 130 words"]
+    assert long_paragraphs(f"- {long}\n", "p") == ["p:1: 130 words"]
+    half = " ".join(["word"] * 65)
+    assert long_paragraphs(f"{half}\n\n{half}\n", "p") == []
+    assert long_paragraphs(f"```text\n{long}\n```\n", "p") == []
+    assert long_paragraphs(f"- {half}\n- {half}\n", "p") == []
+    # a '+' starting a wrapped line inside a paragraph does not start a list (Python-Markdown)
+    assert long_paragraphs(f"{half}\n+ {half}\n", "p") == ["p:1: 131 words"]
+
+
 @pytest.mark.slow
 def test_generated_reference_holds_no_lab_notebook() -> None:
     """The reference pages are generated at build time: what the generators write is documentation too."""

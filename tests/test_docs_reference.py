@@ -100,3 +100,52 @@ def test_the_bench_writes_command_machine_and_rows(tmp_path: Path) -> None:
     doc = json.loads(write_results(tmp_path, rows, "python -m reports.bench --out x").read_text())
     assert doc["command"] == "python -m reports.bench --out x" and doc["rows"][0]["fused_over_split"] == 12.5
     assert {"cpu", "cores", "system", "python", "torch", "threads"} <= set(doc["machine"])
+
+
+def empty_meanings(tables: list[tuple[str, list[list[str]]]]) -> list[str]:
+    """``section: key`` for every row of the JSON reference whose meaning is empty."""
+    return [f"{heading}: {row[0]}" for heading, rows in tables for row in rows if not row[2].strip()]
+
+
+def test_every_json_key_has_a_meaning(reference: ModuleType) -> None:
+    """Each key of the --json reference says what it means, from the code's own field docs."""
+    tables = reference.json_tables()
+    assert sum(len(rows) for _, rows in tables) >= 40
+    assert empty_meanings(tables) == []
+
+
+def test_an_undocumented_field_has_an_empty_meaning(reference: ModuleType) -> None:
+    """Negative control: a field with no docstring entry and no comment is found; each way of documenting
+    one (an ``Attributes:`` entry, a comment beside, comments above, a property's docstring) is read."""
+    import dataclasses
+
+    @dataclasses.dataclass
+    class Planted:
+        """Planted.
+
+        Attributes:
+            listed: from the docstring.
+        """
+
+        listed: int = 0
+        beside: int = 0  # from the comment beside
+        # from the comment
+        # above
+        above: int = 0
+        bare: int = 0
+
+        @property
+        def derived(self) -> int:
+            """From the property."""
+            return 0
+
+    meanings = reference.field_meanings(Planted)
+    assert meanings == {
+        "listed": "from the docstring.",
+        "beside": "from the comment beside",
+        "above": "from the comment above",
+        "bare": "",
+        "derived": "From the property.",
+    }
+    rows = [[f"`{k}`", "int", v] for k, v in meanings.items()]
+    assert empty_meanings([("Planted", rows)]) == ["Planted: `bare`"]

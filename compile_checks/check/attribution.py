@@ -19,6 +19,7 @@ from compile_checks.check.graph.blind_spots import blind_spot
 from compile_checks.check.graph.functionalized import FunctionalizedArg
 from compile_checks.check.graph.fx_helpers import layer_of
 from compile_checks.check.graph.sites import CloneSite
+from compile_checks.check.reinplace_counters import disagreement_note
 from compile_checks.check.runtime_pools import match_pool
 from compile_checks.vocab import BlindSpot, CopyKind
 
@@ -55,6 +56,8 @@ def build_report(
             if recorder is not None:
                 report.errors += [f"region {region.index}: {p}" for p in sorted(recorder.problems)]
             _cross_check(region.index, inner.functionalized, inner.clone_sites, report.notes)
+            counted = disagreement_note(region.index, inner.reinplace_missed_bytes, inner.clone_sites)
+            report.notes += [counted] if counted else []
     if not probe.regions:
         # nothing compiled is nothing checked: dynamo disabled (TORCHDYNAMO_DISABLE=1,
         # set_stance("force_eager")), a driver that ran no step, an AOTInductor package

@@ -50,6 +50,7 @@ from compile_checks.check.hooks import session_lock, verify_inductor_hooks
 from compile_checks.check.kernel_metrics import kernel_byte_metrics
 from compile_checks.check.pool_identity import PoolIdentityWatch, output_ops
 from compile_checks.check.recompiles import current_frame
+from compile_checks.check.reinplace_counters import missed_bytes, missed_since
 from compile_checks.check.runtime_pools import CallRecorder, PoolIndex
 from compile_checks.vocab import PHASES, BlindSpot, Phase
 
@@ -81,6 +82,8 @@ class InnerGraph:
     generated_code: str = ""
     # the op producing each output of the post-grad graph (names what made a pool a region replaced)
     output_ops: list[str] = field(default_factory=list)
+    # bytes PyTorch's own ReinplaceCounters counted as missed in this graph's reinplace pass (None: unread)
+    reinplace_missed_bytes: int | None = None
 
 
 @dataclass
@@ -100,6 +103,9 @@ class Region:
     compile_id: str = ""
     # the dynamo graph's code (a dump's captured graph when depyf wrote none)
     captured_code: str = ""
+    # torch._guards.TraceId (compile id, attempt) it was compiled under: its findings are logged there
+    # (compile_checks.check.trace_artifacts)
+    trace_id: Any = None
 
 
 class _StopAfterPostGrad(BaseException):
@@ -162,9 +168,11 @@ class Probe:
     def wrap_reinplace(self, original: Callable[..., None]) -> Callable[..., None]:
         @functools.wraps(original)
         def reinplace(fake_tensor_updater: Any, graph: torch.fx.Graph) -> None:
+            before = missed_bytes()
             original(fake_tensor_updater, graph)
             if self._current_inner is not None:
                 self._current_inner.functionalized = functionalized_calls(graph)
+                self._current_inner.reinplace_missed_bytes = missed_since(before)
 
         return reinplace
 
@@ -263,6 +271,7 @@ class Probe:
         self.regions.append(region)
         region.code, region.compile_id = current_frame()
         region.captured_code = gm.code
+        region.trace_id = torch._guards.CompileContext.current_trace_id()
         if self._frame_start is not None:
             region.phase_seconds[Phase.DYNAMO] = t0 - max(self._frame_start, self._last_backend_end)
         inductor_metrics.reset()

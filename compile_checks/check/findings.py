@@ -93,13 +93,17 @@ class RegionSources:
 class CloneReport:
     """Everything one check found in one compiled function."""
 
+    # each surviving copy of a named pool (of any mutated input when no pools are named)
     clones: list[SurvivingClone] = field(default_factory=list)
+    # each mutated argument of each functionalized op call: op, arg, region, pool, reinplaced or cloned
     mutated_args: list[MutatedArgRecord] = field(default_factory=list)
+    # compiled regions (dynamo graphs) the check saw
     num_regions: int = 0
     # region index -> how many times the compiled region ran during the check
     region_calls: dict[int, int] = field(default_factory=dict)
     # region index -> bytes Inductor's kernels account for (torch._inductor.metrics)
     region_kernel_bytes: dict[int, int] = field(default_factory=dict)
+    # the dump folder (graphs, generated code, index.md) when dumps were written
     dump_dir: str | None = None
     # what fn returned on the checked run (the pools were really written)
     output: Any = None
@@ -112,6 +116,7 @@ class CloneReport:
     # regions / ops the check could not analyse, each with its reason; they fail the check
     # unless allow_unanalysed
     unanalysed: list[str] = field(default_factory=list)
+    # unanalysed regions are accepted (Case.allow_unanalysed): listed, not failing
     allow_unanalysed: bool = False
     # named pools no compiled region received on any call (a stale or rebuilt tensor)
     unreceived_pools: list[str] = field(default_factory=list)

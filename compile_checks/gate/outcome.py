@@ -22,7 +22,40 @@ if TYPE_CHECKING:
 
 @dataclass
 class Outcome:
-    """What one planned case came to (plain data)."""
+    """What one planned case came to (plain data).
+
+    Attributes:
+        label: the case's name in this run, unique (``fused``, ``fused[vllm]`` when several pipelines run
+            it): the table's row, the JUnit test name, the dump folder.
+        group: where the case comes from and its pipeline, ``<target>/<pipeline>`` (``builtin/<pipeline>``
+            for the built-in cases): the JUnit classname.
+        pipeline: the pipeline the case was compiled with (``Pipeline``); a scan's rows say ``trace``.
+        expect_clean: the case expects no surviving pool copy under this pipeline (False: a negative control).
+        analysis_only: the check stopped Inductor after its post-grad passes (no C++ codegen; same verdict).
+        codegen_smoke: a built-in case compiled fully (C++ codegen) as the gate's smoke test.
+        description: the case's own one-line description (``Case.description``).
+        clean: no pool copy survived (None: the case reached no verdict, see ``error``).
+        check_errors: what makes the check unusable besides copies: the report's errors, regions it could not
+            analyse (unless the case allows them), failing write and recompile findings.
+        eager_match: the case's ``verify`` found compiled == eager (None: the case has no ``verify``).
+        max_abs_diff: the largest absolute difference ``verify`` measured against eager (None: not measured).
+        clones: each surviving copy of a named pool (the keys below: op, argument, pool, bytes, where, why).
+        other_clones: surviving copies of mutated inputs that match no named pool (same keys as ``clones``).
+        phase_seconds: seconds per compile phase, summed over the case's regions (keys: the ``Phase`` values).
+        compile_seconds: seconds the backend spent compiling (AOT onwards, every region).
+        wall_seconds: seconds the whole case took: compiling, running its driver, ``verify``.
+        notes: caveats of the run and of the analysis (never a failure by themselves).
+        report: the full report, ``CloneReport.to_dict()`` (below); a ranked case: its merged ranks.
+        error: why the case reached no verdict (a compile or run error), else None.
+        error_kind: the kind of that error (``ErrorKind``: it sets the exit code), else None.
+        retargeted_from: the case's own pipeline when the gate re-ran its expectation under another one.
+        pipeline_verdicts: pipeline -> clean for the same case under every pipeline of this run.
+        rank_failures: a ranked case: ``rank N: why`` for each rank that missed its own expectation.
+        check_region_seconds: ``--floor``: the check's compile seconds per region, beside the floor's.
+        floor_region_seconds: ``--floor``: the floor's compile seconds per region (plain ``torch.compile``
+            stopped after the post-grad passes).
+        inductor_cache: the Inductor cache folder the case was also run against (``--inductor-cache``).
+    """
 
     label: str
     group: str

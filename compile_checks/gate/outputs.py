@@ -83,7 +83,8 @@ def _eager(o: Outcome) -> str:
 def verdict_table(outcomes: Sequence[Outcome], title: str) -> Any:
     t = Table(title=title)
     for col in ("case", "pipeline", "mode", "verdict", "expected", "eager==compiled", "graphs", "result", "wall s"):
-        t.add_column(col)
+        # a narrow terminal folds the case label and the verdict (pool names, bytes) rather than cut them off
+        t.add_column(col, overflow="fold" if col in ("case", "verdict") else "ellipsis")
     for o in outcomes:
         t.add_row(
             _esc(o.label),

@@ -225,57 +225,97 @@ def vocabularies() -> str:
 # --- the --json document: its top level, one case (Outcome), one copy (copy_fields) ---
 
 
-def _field_comments(cls: type) -> dict[str, str]:
+def _docstring_attributes(doc: str) -> dict[str, str]:
+    """``name: text`` entries of a Google-style ``Attributes:`` section (``a / b: text`` documents both)."""
+    out: dict[str, str] = {}
+    lines = textwrap.dedent("\n".join(doc.splitlines()[1:])).splitlines()
+    if "Attributes:" not in lines:
+        return out
+    names: list[str] = []
+    for line in lines[lines.index("Attributes:") + 1 :]:
+        m = re.match(r"^    ([\w /]+?):\s+(.*)$", line)
+        if m:
+            names = [n.strip() for n in m.group(1).split("/")]
+            for n in names:  # "shape / dtype: of the buffer": "shape of the buffer"
+                out[n] = m.group(2).strip() if len(names) == 1 else f"{n} {m.group(2).strip()}"
+        elif line.startswith("      ") and names:
+            for n in names:
+                out[n] += " " + line.strip()
+        elif line.strip():
+            break
+    return out
+
+
+def field_meanings(cls: type) -> dict[str, str]:
+    """Each field's meaning from the class's own docs: its entry in the docstring's ``Attributes:`` section,
+    else the comment beside it, else the comment lines right above it; a property: its docstring."""
     import inspect
 
-    source = inspect.getsource(cls)
+    lines = textwrap.dedent(inspect.getsource(cls)).splitlines()
+    documented = _docstring_attributes(cls.__doc__ or "")
     out: dict[str, str] = {}
-    for line in source.splitlines():
-        m = re.match(r"^    (\w+): .*?#\s*(.*)$", line)
-        if m:
-            out[m.group(1)] = m.group(2)
-    return out
+    for i, line in enumerate(lines):
+        m = re.match(r"^    (\w+): [^#]*?(?:#\s*(.*))?$", line)
+        if not m or m.group(1) in out:
+            continue
+        above: list[str] = []
+        j = i - 1
+        while j >= 0 and lines[j].strip().startswith("#"):
+            above.insert(0, lines[j].strip().lstrip("#").strip())
+            j -= 1
+        beside = (m.group(2) or "").strip()
+        out[m.group(1)] = documented.get(m.group(1)) or beside or " ".join(above)
+    for name, value in vars(cls).items():
+        if isinstance(value, property) and value.__doc__:
+            out.setdefault(name, " ".join(value.__doc__.split()))
+    return {k: re.sub(r":\w+:`", "`", v.replace("``", "`")) for k, v in out.items()}
+
+
+def _inline_entries(doc: str) -> dict[str, str]:
+    """```name``: text;`` entries of a function's docstring (what it adds beyond its dataclass)."""
+    text = " ".join(doc.split())
+    return {m.group(1): m.group(2).strip().replace("``", "`") for m in re.finditer(r"``(\w+)``: (.*?)(?:;|\.$)", text)}
+
+
+def json_tables() -> list[tuple[str, list[list[str]]]]:
+    """The ``--json`` document's sections, each ``(heading, [[key, type, meaning], ...])``."""
+    from compile_checks.check.findings import CloneReport, SurvivingClone
+    from compile_checks.gate.outcome import Outcome
+    from compile_checks.verdict import copy_fields
+
+    outcome = field_meanings(Outcome)
+    rows = [[f"`{f.name}`", str(f.type), outcome.get(f.name, "")] for f in dataclasses.fields(Outcome)]
+    rows += [["`verdict_met`", "bool", outcome.get("verdict_met", "")]]
+    rows += [["`passed`", "bool", outcome.get("passed", "")]]
+    clone = field_meanings(SurvivingClone)
+    copy = {**clone, **_inline_entries(copy_fields.__doc__ or "")}
+    copy_rows = [[f"`{k}`", "", copy.get(k, "")] for k in _returned_keys(copy_fields)]
+    report = field_meanings(CloneReport)
+    report_rows = [[f"`{k}`", "", report.get(k, "")] for k in _returned_keys(CloneReport.to_dict)]
+    clone_rows = [[f"`{f.name}`", str(f.type), clone.get(f.name, "")] for f in dataclasses.fields(SurvivingClone)]
+    from compile_checks.check.trace_artifacts import ARTIFACT, region_payload
+
+    artifact = _inline_entries(region_payload.__doc__ or "")
+    artifact_rows = [[f"`{k}`", "", artifact.get(k, "")] for k in _returned_keys(region_payload)]
+    return [
+        ("One case (`cases[]`)", rows),
+        ("One copy (`cases[].clones[]`, `cases[].other_clones[]`)", copy_rows),
+        ("The full report (`cases[].report`, `CloneReport.to_dict()`)", report_rows),
+        ("One copy in the report (`cases[].report.clones[]`, `SurvivingClone`)", clone_rows),
+        (f"The structured-trace artifact (`{ARTIFACT}`, one per compiled region under `TORCH_TRACE`)", artifact_rows),
+    ]
 
 
 def json_schema() -> str:
     from compile_checks.gate import outputs
-    from compile_checks.gate.outcome import Outcome
-    from compile_checks.verdict import copy_fields
 
     top = re.search(r"Version \d+: ``(\{.*?\})``", " ".join((outputs.__doc__ or "").split()))
-    comments = _field_comments(Outcome)
-    rows = [[f"`{f.name}`", str(f.type), comments.get(f.name, "")] for f in dataclasses.fields(Outcome)]
-    rows += [["`verdict_met`", "bool", "the copy verdict is what the case expects"]]
-    rows += [["`passed`", "bool", "`verdict_met`, and compiled == eager where checked"]]
-    from compile_checks.check.findings import CloneReport, SurvivingClone
-
-    copy_keys = _returned_keys(copy_fields)
-    report_keys = _returned_keys(CloneReport.to_dict)
-    clone_comments = _field_comments(SurvivingClone)
-    clone_rows = [
-        [f"`{f.name}`", str(f.type), clone_comments.get(f.name, "")] for f in dataclasses.fields(SurvivingClone)
-    ]
-    return "\n".join(
-        [
-            f"`schema_version`: **{outputs.SCHEMA_VERSION}**. Top level: `{top.group(1) if top else ''}`.",
-            "",
-            "### One case (`cases[]`)",
-            "",
-            _table(["key", "type", "meaning"], rows),
-            "",
-            "### One copy (`cases[].clones[]`)",
-            "",
-            ", ".join(f"`{k}`" for k in copy_keys),
-            "",
-            "### The full report (`cases[].report`, `CloneReport.to_dict()`)",
-            "",
-            ", ".join(f"`{k}`" for k in report_keys),
-            "",
-            "### One copy in the report (`cases[].report.clones[]`, `SurvivingClone`)",
-            "",
-            _table(["key", "type", "meaning"], clone_rows),
-        ]
-    )
+    out = [f"`schema_version`: **{outputs.SCHEMA_VERSION}**. Top level: `{top.group(1) if top else ''}`."]
+    for heading, rows in json_tables():
+        header = ["key", "type", "meaning"] if any(r[1] for r in rows) else ["key", "meaning"]
+        shown = rows if len(header) == 3 else [[r[0], r[2]] for r in rows]
+        out += ["", f"### {heading}", "", _table(header, shown)]
+    return "\n".join(out)
 
 
 def _returned_keys(fn: Callable[..., Any]) -> list[str]:
