@@ -81,6 +81,10 @@ def _graph_outcome(s: GraphScan, config: ScanConfig) -> Outcome:
             "served_from": list(art.served_from),
         },
     )
+    for finding in s.findings:  # a failing finding, as the gate's run findings (the verdict cell names its kind)
+        kind, _, message = finding.partition(": ")
+        out.check_errors.append(finding)
+        out.report.setdefault("run_findings", []).append({"kind": kind, "message": message, "fails": True})
     if s.error:
         out.error, out.error_kind = s.error, ErrorKind.COMPILE
     return out
@@ -113,6 +117,9 @@ def _bytes(copies: Sequence[dict[str, Any]]) -> str:
 def _verdict(o: Outcome) -> str:
     if o.error is not None:
         return "[red]ERROR[/red]"
+    findings = sorted({f["kind"] for f in o.report.get("run_findings", [])})
+    if findings:
+        return f"[red]{escape(', '.join(findings))}[/red]"
     if o.check_errors:
         return "[red]undecided[/red]"
     if o.clean:

@@ -26,7 +26,7 @@ from compile_checks.check.graph.sites import CloneSite, is_view_scatter
 from compile_checks.explain.explanations import FIXES
 from compile_checks.explain.user_source import short_path, user_frames
 from compile_checks.scan.artifacts import GraphArtifacts
-from compile_checks.scan.cache_origin import CACHE_FIX, alias_mismatches
+from compile_checks.scan.cache_origin import CACHE_FIX, alias_finding, alias_mismatches
 from compile_checks.scan.fx_text import GraphTextError, UnknownOp, parse_graph, symbolic_nbytes
 from compile_checks.scan.inputs import PoolMap, describe_input, storage_sharers
 from compile_checks.vocab import Cause, CopyKind
@@ -42,6 +42,7 @@ class GraphScan:
     graph: GraphArtifacts
     copies: list[dict[str, Any]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # the scan could not decide (fails the graph)
+    findings: list[str] = field(default_factory=list)  # ``kind: message``: what fails the graph besides copies
     notes: list[str] = field(default_factory=list)
     error: str | None = None  # nothing to decide from (no post-grad graph, unreadable graph)
     seconds: float = 0.0
@@ -224,6 +225,9 @@ def scan_graph(art: GraphArtifacts, pools: PoolMap, region: int) -> GraphScan:
     """The copies of one logged graph (``region``: its position in the scan, as the live ``region``)."""
     t0 = time.perf_counter()
     out = GraphScan(art, notes=list(art.notes))
+    aliasing = alias_finding(art)
+    if aliasing is not None:
+        out.findings.append(aliasing)
     if art.post_grad is None and _nothing_to_lower(art.aot_graph):
         # Inductor's own no-op rule (compile_fx_inner: no call node): it runs no pass and logs no post-grad
         # graph for a graph that returns its inputs (``x.type_as(v)`` of equal dtypes); nothing to copy
