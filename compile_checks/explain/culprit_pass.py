@@ -185,7 +185,7 @@ class PostGradRecorder:
                 self._current = None
                 if self.keep_code:
                     record.post_grad = gm.code
-                _map_clones(gm.graph, record)
+                map_clones(gm.graph, record)
                 if pristine is not None and record.culprits:
                     self._verify(record, torch.fx.GraphModule(gm, pristine), is_inference)
 
@@ -250,7 +250,7 @@ def _find_culprits(record: GraphRecord) -> None:
                 break
 
 
-def _map_clones(graph: torch.fx.Graph, record: GraphRecord) -> None:
+def map_clones(graph: torch.fx.Graph, record: GraphRecord) -> None:
     """Final-graph ``aten.clone`` nodes made by the decomposition -> the refusal they stand for
     (same base tensor under the clone's view chain; graph order breaks ties)."""
     if not record.refusals:
@@ -271,4 +271,12 @@ def _map_clones(graph: torch.fx.Graph, record: GraphRecord) -> None:
                 break
 
 
-__all__ = ["GraphRecord", "PassStep", "PostGradRecorder", "cloned_without_pass", "copy_graph", "find_culprit"]
+__all__ = [
+    "GraphRecord",
+    "PassStep",
+    "PostGradRecorder",
+    "cloned_without_pass",
+    "copy_graph",
+    "find_culprit",
+    "map_clones",
+]

@@ -19,16 +19,19 @@ from typing import Any
 import torch
 import torch.fx
 
+from compile_checks.check.findings import SurvivingClone
 from compile_checks.check.graph.copies import find_copy_sites, written_back_values
 from compile_checks.check.graph.fx_helpers import flatten_nodes, node_line, op_name, view_chain_root, write_backs
 from compile_checks.check.graph.generated_buffers import settle_inductors_choices, upper_bound_note
 from compile_checks.check.graph.sites import CloneSite, is_view_scatter
-from compile_checks.explain.explanations import FIXES
+from compile_checks.explain.culprit_pass import GraphRecord
+from compile_checks.explain.explanations import FIXES, explain_clone
 from compile_checks.explain.user_source import short_path, user_frames
 from compile_checks.scan.artifacts import GraphArtifacts
-from compile_checks.scan.cache_origin import CACHE_FIX, alias_finding, alias_mismatches
+from compile_checks.scan.cache_origin import alias_finding
 from compile_checks.scan.fx_text import GraphTextError, UnknownOp, parse_graph, symbolic_nbytes
 from compile_checks.scan.inputs import PoolMap, describe_input, storage_sharers
+from compile_checks.scan.replay import trace_record
 from compile_checks.vocab import Cause, CopyKind
 
 _COPY = torch.ops.aten.copy_.default
@@ -110,6 +113,33 @@ def _where(node: torch.fx.Node) -> str | None:
 
 
 def _explain(
+    art: GraphArtifacts,
+    graph: torch.fx.Graph,
+    site: CloneSite,
+    copy_node: torch.fx.Node,
+    nbytes: object,
+    record: GraphRecord | None = None,
+    region: int = 0,
+) -> str:
+    """The copy's explanation: the live check's own (:func:`~compile_checks.explain.explanations.explain_clone`
+    on the record :func:`~compile_checks.scan.replay.trace_record` rebuilt from AOT's logged graph); without
+    AOT's graph (a debug folder, a depyf dump), what the post-grad graph alone shows."""
+    if record is not None:
+        clone = SurvivingClone(
+            op=site.op,
+            arg=site.arg,
+            nbytes=nbytes,  # type: ignore[arg-type]  # symbolic: the expression, as the scan reports it
+            shape=tuple(site.clone.shape),
+            dtype=site.clone.dtype,
+            region=region,
+            node=site.clone_node,
+            kind=site.kind,
+        )
+        return explain_clone(clone, [record]).summary()
+    return _explain_from_post_grad(art, graph, site, copy_node, nbytes)
+
+
+def _explain_from_post_grad(
     art: GraphArtifacts, graph: torch.fx.Graph, site: CloneSite, copy_node: torch.fx.Node, nbytes: object
 ) -> str:
     placeholder = next(n for n in graph.nodes if n.op == "placeholder" and n.name == site.placeholder)
@@ -117,12 +147,6 @@ def _explain(
     name = describe_input(art, site.placeholder)
     sharers = storage_sharers(art, site.placeholder)
     reader = _later_read(graph, placeholder, writer)
-    mismatch = alias_mismatches(art) if art.served_from else []
-    if mismatch and (sharers or site.clones_whole_input):  # the copy is the layout the artifact was compiled for
-        return (
-            f"{Cause.SHARED_STORAGE}: the graph was served from a compile cache and {mismatch[0]}: the clone of "
-            f"`{name}` ({nbytes} bytes) is that compile's, not this run's layout; fix: {CACHE_FIX}"
-        )
     if sharers:
         cause, detail = (
             Cause.SHARED_STORAGE,
@@ -253,6 +277,7 @@ def scan_graph(art: GraphArtifacts, pools: PoolMap, region: int) -> GraphScan:
     if allocated is None:
         out.notes.append("no output code logged: the verdict is the post-grad graph's alone")
     sites = find_copy_sites(graph)
+    record = trace_record(art.aot_graph, graph, region) if sites else None
     if art.output_code:  # as the live check's full compile: the code settles Inductor's buffer choices
         sites, settled = settle_inductors_choices(sites, art.output_code)
         out.notes += settled
@@ -282,7 +307,7 @@ def scan_graph(art: GraphArtifacts, pools: PoolMap, region: int) -> GraphScan:
                 "written_bytes": written,
                 "where": f"{art.label} input {describe_input(art, site.placeholder)}"
                 + (f" (post-grad graph line {line})" if line else ""),
-                "explanation": _explain(art, graph, site, copy_node, nbytes),
+                "explanation": _explain(art, graph, site, copy_node, nbytes, record, region),
                 "shape": [str(s) for s in copy_node.meta["val"].shape] if symbolic else list(site.clone.shape),
                 "dtype": str(site.clone.dtype).removeprefix("torch."),
                 "region": region,
