@@ -227,3 +227,28 @@ def test_symbols_bound_from_the_calls():
     bindings = bind_symbols(graph, calls)
     assert bindings == [{"s0": 56}, {"s0": 64}]
     assert nbytes_per_call("512*s0", bindings) == [28672, 32768]
+
+
+def test_inductor_cache_must_be_a_folder(tmp_path, capsys):
+    """``--inductor-cache`` naming a regular file or a missing folder is a usage error (exit 2) naming the path,
+    before anything is compiled; ``[tool.compile_checks] inductor_cache`` likewise. An existing empty folder is
+    accepted (the negative control: it runs, and serves nothing)."""
+    target = f"{Path(__file__).resolve().parent / '_warm_cache_cases.py'}:split"
+    a_file = tmp_path / "cache.txt"
+    a_file.write_text("not a cache")
+    missing = tmp_path / "no-such-cache"
+    for bad in (a_file, missing):
+        capsys.readouterr()
+        assert (
+            main(["gate", target, "--inductor-cache", str(bad), "--no-progress", "--analysis-only"]) == ExitCode.USAGE
+        )
+        err = capsys.readouterr().err
+        assert str(bad) in err and "--inductor-cache" in err
+    table = tmp_path / "pyproject.toml"
+    table.write_text(f'[tool.compile_checks]\ntargets = ["{target}"]\ninductor_cache = "no-such-cache"\n')
+    assert main(["gate", "--config", str(table), "--no-progress", "--analysis-only"]) == ExitCode.USAGE
+    assert "no-such-cache" in capsys.readouterr().err
+    from compile_checks.gate.warm_cache import cache_dir_checked
+
+    (tmp_path / "empty").mkdir()
+    assert cache_dir_checked(tmp_path / "empty", "--inductor-cache") == (tmp_path / "empty").resolve()
