@@ -277,7 +277,8 @@ def scan_graph(art: GraphArtifacts, pools: PoolMap, region: int) -> GraphScan:
     if allocated is None:
         out.notes.append("no output code logged: the verdict is the post-grad graph's alone")
     sites = find_copy_sites(graph)
-    record = trace_record(art.aot_graph, graph, region) if sites else None
+    storages = {n: (i.storage, i.storage_offset) for n, i in art.inputs.items() if i.storage is not None}
+    record = trace_record(art.aot_graph, graph, region, storages) if sites else None
     if art.output_code:  # as the live check's full compile: the code settles Inductor's buffer choices
         sites, settled = settle_inductors_choices(sites, art.output_code)
         out.notes += settled

@@ -107,6 +107,8 @@ def _served_only(
         except _NotServed:
             missed.append(gm.__class__.__name__)
             return gm.forward
+        if not callable(compiled):  # an AOT-mode artifact (a path), not a callable: nothing to record
+            return compiled
         return _recording(compiled, calls.setdefault(cid, []))
 
     def nothing(*_args: Any, **_kwargs: Any) -> None:
