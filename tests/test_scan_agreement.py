@@ -118,6 +118,16 @@ def test_one_cause_per_copy(traces: Path, spec: str) -> None:
     assert cause_mismatches(live, scanned) == []
 
 
+def test_newcomer_copies_are_writes_through_views(traces: Path) -> None:
+    """The newcomer's model: every copy is a write through a view of the one buffer, scattered back into it
+    (``view_not_written_back``), in both commands; never ``shared_storage`` (its K and V are never two
+    arguments of one call) nor ``other``."""
+    spec = "newcomer:paged_lm:stock"
+    live = json.loads((traces / f"{spec.replace(':', '-')}.live.json").read_text())["causes"]
+    assert len(live) == 4 and set(live.values()) == {"view_not_written_back"}, live
+    assert set(scanned_causes(traces, spec).values()) == {"view_not_written_back"}
+
+
 def test_cause_comparison_catches_a_planted_mismatch(traces: Path) -> None:
     """The comparison's negative control: the newcomer's model with one scanned cause changed, and one copy
     dropped, must not compare equal."""
