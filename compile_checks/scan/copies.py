@@ -1,12 +1,14 @@
-"""The surviving copies of one logged graph, with what the graph alone explains.
+"""The surviving copies of one logged graph, each explained.
 
 The copies are the live check's: :func:`compile_checks.check.graph.copies.find_copy_sites` runs on
 the rebuilt post-grad graph (functionalization clones written back by the ``copy_`` epilogue, and
-functional ATen writes copied in and back). What the live check learns at run time (which pool a
-call passed, how often a graph runs, the reinplace pass's own decision) a log does not hold: the
-explanation says what the graph shows (inputs in one storage, a read of the input after the
-write, the source line of the write) and "the graph alone does not say" otherwise. The output
-code, when logged, is read (``ast``) for the copy's buffer allocation as confirmation.
+functional ATen writes copied in and back). Each copy is explained as the gate explains it
+(:func:`compile_checks.explain.explanations.explain_clone` on the record :mod:`.replay` rebuilds from
+AOT's logged graph): one copy, one cause, whichever command finds it. Without AOT's graph (a debug
+folder, a depyf dump) the explanation says what the post-grad graph shows (inputs in one storage, a
+read of the input after the write, the source line of the write) and "the graph alone does not say"
+otherwise. The output code, when logged, is read (``ast``) for the copy's buffer allocation as
+confirmation. A graph a cache served for other input aliasing gets a ``cache_aliasing`` finding.
 """
 
 from __future__ import annotations
