@@ -10,9 +10,12 @@ So, after the cold verdict, the case runs once more in a process of its own with
 compiled that the caches do not serve, ``DIR`` never written), and the scan reads what was loaded:
 each served graph's post-grad graph and generated code (its ``empty_strided`` buffers settle the
 copies, as in the full mode). Copies the served artifacts make that the cold verdict does not (or
-the reverse, when every graph was served) fail the case with a
-:attr:`~compile_checks.vocab.CacheProblem.CACHE_DIVERGENCE` finding naming ``DIR`` and the bytes per
-call. An empty or missing ``DIR`` serves nothing: the outcome is the cold one, with a note.
+the reverse, when every graph was served), or an artifact compiled for other input aliasing than the
+case's, fail the case with a :attr:`~compile_checks.vocab.CacheProblem.CACHE_DIVERGENCE` finding naming
+``DIR`` and the bytes per call. Copies are compared by op, argument and bytes per call (a symbolic
+graph's at the sizes its calls had: :mod:`compile_checks.scan.call_sizes`), never counted: the cold
+verdict lists one per pool a call passed. ``DIR`` must be a folder (else a usage error, exit 2); an
+empty one serves nothing: the outcome is the cold one, with a note.
 """
 
 from __future__ import annotations
