@@ -88,9 +88,9 @@ def alias_finding(art: GraphArtifacts) -> str | None:
     artifact was compiled for other input aliasing than this run's; None otherwise.
 
     Not a note: the served code addresses the storages it was compiled for. Served to two storages, an
-    artifact compiled for one copies (and reads) bytes outside the input it was handed; served to one
-    storage, an artifact compiled for two writes each view as if alone (seen on torch 2.14 reading
-    ``in_ptr0 + (-8192 + x0)``, before the start of the view it was handed).
+    artifact compiled for one copies from before the start of the input it was handed (its C++ reads
+    ``in_ptr0 + (-8192 + x0)``, seen on torch 2.14, CPU); served to one storage, an artifact compiled for
+    two treats the views as separate allocations (without the copy the cold compile of that layout makes).
     """
     if not art.served_from:
         return None

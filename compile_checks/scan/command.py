@@ -10,6 +10,7 @@ exit 4: a compile that logged no post-grad graph.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import time
 from collections.abc import Sequence
@@ -146,7 +147,11 @@ def print_scan(outcomes: Sequence[Outcome], code: int, seconds: float, notes: Se
         )
     console.print(t)
     for o in outcomes:
-        for line in [render_copy(c) for c in [*o.clones, *o.other_clones]] + o.failure_reasons(copies_listed=True):
+        findings = [f"{f['kind']}: {f['message']}" for f in o.report.get("run_findings", [])]
+        # a finding is printed as what it is, not among what the check could not decide
+        rest = dataclasses.replace(o, check_errors=[e for e in o.check_errors if e not in findings])
+        lines = [render_copy(c) for c in [*o.clones, *o.other_clones]] + findings
+        for line in lines + rest.failure_reasons(copies_listed=True):
             console.print(f"  {o.label}: {line}", highlight=False, markup=False)
         for n in o.notes:
             console.print(f"  {o.label}: note: {n}", highlight=False, markup=False)

@@ -30,7 +30,7 @@ from compile_checks.explain.culprit_pass import GraphRecord
 from compile_checks.explain.explanations import FIXES, explain_clone
 from compile_checks.explain.user_source import short_path, user_frames
 from compile_checks.scan.artifacts import GraphArtifacts
-from compile_checks.scan.cache_origin import alias_finding
+from compile_checks.scan.cache_origin import CACHE_FIX, alias_finding, alias_mismatches
 from compile_checks.scan.fx_text import GraphTextError, UnknownOp, parse_graph, symbolic_nbytes
 from compile_checks.scan.inputs import PoolMap, describe_input, storage_sharers
 from compile_checks.scan.replay import trace_record
@@ -126,6 +126,15 @@ def _explain(
     """The copy's explanation: the live check's own (:func:`~compile_checks.explain.explanations.explain_clone`
     on the record :func:`~compile_checks.scan.replay.trace_record` rebuilt from AOT's logged graph); without
     AOT's graph (a debug folder, a depyf dump), what the post-grad graph alone shows."""
+    mismatch = alias_mismatches(art) if art.served_from else []
+    if mismatch and (storage_sharers(art, site.placeholder) or site.clones_whole_input):
+        # the copy is the layout the served artifact was compiled for (the graph's cache_aliasing finding),
+        # not this run's: the graph this run logged does not hold it
+        name = describe_input(art, site.placeholder)
+        return (
+            f"{Cause.SHARED_STORAGE}: the graph was served from a compile cache and {mismatch[0]}: the clone of "
+            f"`{name}` ({nbytes} bytes) is that compile's, not this run's layout; fix: {CACHE_FIX}"
+        )
     if record is not None:
         clone = SurvivingClone(
             op=site.op,
