@@ -232,6 +232,8 @@ class CacheProblem(StrEnum):
 
     # the artifact the cache served copies other bytes per call than a cold compile of the same case
     CACHE_DIVERGENCE = "cache_divergence"
+    # a graph the caches served was compiled for other input aliasing than the inputs it runs on (scan)
+    CACHE_ALIASING = "cache_aliasing"
 
 
 class CacheServed(StrEnum):

@@ -1,7 +1,7 @@
 """Produce TORCH_TRACE logs and the live check's verdicts for the scan's agreement tests (one process).
 
 ``python tests/_scan_traces.py OUT CASE...`` where CASE is ``scenario:NAME:PIPELINE``,
-``engine:NAME:PIPELINE`` (``examples/engine``), ``dynamic:NAME:PIPELINE`` (the scenario with
+``engine:NAME:PIPELINE`` (``examples/engine``), ``newcomer:paged_lm:PIPELINE`` (``tests/_paged_lm.py``), ``dynamic:NAME:PIPELINE`` (the scenario with
 ``dynamic=True``) or ``analysis:NAME:PIPELINE`` (a scenario run
 analysis-only: its trace has no post-grad graph); ``SCAN_TRACE_DEVICE=cuda`` builds the cases'
 tensors on that device (``torch.set_default_device``: the GPU half of scripts/gpu_check.sh).
@@ -41,6 +41,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def build(spec: str) -> tuple[Case, bool]:
     kind, name, pipeline = spec.split(":")
+    if kind == "newcomer":  # tests/_paged_lm.py's case NAME
+        from _paged_lm import paged_lm  # this script's folder is sys.path[0] (or the tests' in pytest)
+
+        return {"paged_lm": paged_lm}[name]().replace(pipeline=Pipeline(pipeline)), False
     if kind == "engine":
         case = _engine_cases().build_case(name, expect_clean=name == "split")
         return case.replace(pipeline=Pipeline(pipeline)), False
@@ -91,6 +95,8 @@ def traced(out: Path, spec: str) -> dict[str, object]:
         "clean": bool(report.clean),
         "problems": list(report.problems),
         "copies": sorted({(c.node, c.op, c.arg, c.nbytes, str(c.kind)) for c in report.clones}),
+        # the cause the live check gives each copy (its clone node), for the scan's one-cause test
+        "causes": {c.node: str(c.explanation.cause) if c.explanation else None for c in report.clones},
         "seconds": round(time.perf_counter() - t0, 2),
     }
 

@@ -2,7 +2,9 @@
 
 ``fused``: K and V are ``kv[0]`` / ``kv[1]`` of one ``(2, ...)`` allocation (a negative control: cold, Inductor
 clones the shared storage); ``split``: two allocations (the fix; cold, clean); ``other``: split with half the
-slots (another graph: no cache warmed by the other two serves it). Small: 64 slots x 2 heads x 64.
+slots (another graph: no cache warmed by the other two serves it); ``grown``: fused, driven with pools of 48, 56
+and 64 slots (48 compiles with static sizes, 56 recompiles with symbolic ones, 64 reuses that graph). Small: 64
+slots x 2 heads x 64.
 """
 
 from __future__ import annotations
@@ -44,3 +46,25 @@ def fused() -> Case:
 
 def other() -> Case:
     return _case("other", fused_kv=False, slots=SLOTS // 2)
+
+
+GROWN_SLOTS = (48, 56, 64)
+
+
+def grown() -> Case:
+    kvs = {n: torch.zeros(2, n, HEADS, HEAD_DIM) for n in GROWN_SLOTS}
+    pools = {"k": kvs[GROWN_SLOTS[0]][0], "v": kvs[GROWN_SLOTS[0]][1]}
+    g = torch.Generator().manual_seed(0)
+    new = torch.randn(2, 4, HEADS, HEAD_DIM, generator=g)
+    slots, win = torch.tensor([3, 5, 7, 9]), torch.tensor([3, 5, 7, 9, 11])
+
+    def driver(compiled):  # type: ignore[no-untyped-def]
+        out = []
+        for n in GROWN_SLOTS:
+            pools.update(k=kvs[n][0], v=kvs[n][1])
+            out.append(compiled(kvs[n][0], kvs[n][1], new[0], new[1], slots, win))
+        return out
+
+    return Case(
+        "grown", step, pools=lambda: dict(pools), driver=driver, expect_clean=False, fullgraph=True, check_writes=False
+    )

@@ -35,6 +35,7 @@ DEFAULT = (
     "engine:split:vllm",
     "scenario:index_put_commit:stock",  # negative control: ATen writes kept functional
     "scenario:attn_op_commit_after:stock",  # negative control: a v2 clone (the reads sunk below the commit)
+    "newcomer:paged_lm:stock",  # negative control: writes through views of one (L, 2, ...) buffer, one copy each
 )
 NO_POST_GRAD = "analysis:split:stock"  # analysis-only: the trace holds no post-grad graph
 
@@ -43,6 +44,7 @@ def _all_specs() -> tuple[str, ...]:
     from compile_checks.scenarios import SCENARIOS
 
     engine = tuple(f"engine:{n}:{p}" for p in ("stock", "vllm") for n in ("split", "fused"))
+    engine += ("newcomer:paged_lm:stock", "newcomer:paged_lm:vllm")
     # a negative control with symbolic sizes (dynamic fused is no control: the live check finds a lost_write there)
     dynamic = ("dynamic:index_put_commit:stock",)
     return engine + tuple(f"scenario:{n}:{p}" for n in SCENARIOS for p in ("stock", "vllm")) + dynamic
@@ -89,6 +91,53 @@ def test_scan_agrees_with_live_check(traces: Path, spec: str) -> None:
     else:
         assert scanned["copies"] == live["copies"]  # node, op, argument, bytes, kind of every copy
     assert scanned["clean"] == live["clean"] == live["expect_clean"]  # negative controls still copy
+
+
+def scanned_causes(out: Path, spec: str) -> dict[str, str]:
+    """The scan's cause of each copy (by its clone node): the word its explanation starts with."""
+    scans = scan_paths([out / spec.replace(":", "-")], PoolMap({}))
+    return {c["node"]: c["explanation"].split(":", 1)[0] for s in scans for c in s.copies}
+
+
+def cause_mismatches(live: dict[str, str | None], scanned: dict[str, str]) -> list[str]:
+    """Every copy the two commands give different causes (or that only one of them finds)."""
+    return [
+        f"{node}: gate {live.get(node)!r}, scan {scanned.get(node)!r}"
+        for node in sorted(set(live) | set(scanned))
+        if live.get(node) != scanned.get(node)
+    ]
+
+
+@pytest.mark.parametrize("spec", [s for s in SPECS if not s.endswith(":split:vllm")])
+def test_one_cause_per_copy(traces: Path, spec: str) -> None:
+    """The gate (the live check's explanation) and the scan of the same compile's trace give each copy one cause.
+    The specs are negative controls: each has copies, so an empty comparison cannot pass."""
+    live = json.loads((traces / f"{spec.replace(':', '-')}.live.json").read_text())["causes"]
+    scanned = scanned_causes(traces, spec)
+    assert live and scanned, (live, scanned)
+    assert cause_mismatches(live, scanned) == []
+
+
+def test_newcomer_copies_are_writes_through_views(traces: Path) -> None:
+    """The newcomer's model: every copy is a write through a view of the one buffer, scattered back into it
+    (``view_not_written_back``), in both commands; never ``shared_storage`` (its K and V are never two
+    arguments of one call) nor ``other``."""
+    spec = "newcomer:paged_lm:stock"
+    live = json.loads((traces / f"{spec.replace(':', '-')}.live.json").read_text())["causes"]
+    assert len(live) == 4 and set(live.values()) == {"view_not_written_back"}, live
+    assert set(scanned_causes(traces, spec).values()) == {"view_not_written_back"}
+
+
+def test_cause_comparison_catches_a_planted_mismatch(traces: Path) -> None:
+    """The comparison's negative control: the newcomer's model with one scanned cause changed, and one copy
+    dropped, must not compare equal."""
+    spec = "newcomer:paged_lm:stock"
+    live = json.loads((traces / f"{spec.replace(':', '-')}.live.json").read_text())["causes"]
+    scanned = scanned_causes(traces, spec)
+    first, *rest = sorted(scanned)
+    planted = {**scanned, first: "shared_storage" if scanned[first] != "shared_storage" else "other"}
+    assert [m.split(":")[0] for m in cause_mismatches(live, planted)] == [first]
+    assert cause_mismatches(live, {n: scanned[n] for n in rest}) == [f"{first}: gate {live[first]!r}, scan None"]
 
 
 def test_analysis_only_trace_is_an_error(traces: Path, capsys: pytest.CaptureFixture[str]) -> None:

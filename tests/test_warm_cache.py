@@ -56,8 +56,9 @@ def _cache_dir(folder: Path) -> Iterator[None]:
             os.environ["TORCHINDUCTOR_CACHE_DIR"] = old
 
 
-def warm_fused(folder: Path) -> None:
-    """The fused layout compiled once with the caches on, into ``folder`` (as a first production run would)."""
+def warm_fused(folder: Path, name: str = "fused") -> None:
+    """The fused layout (or the case ``name``) compiled with the caches on, into ``folder`` (as a first
+    production run would: its driver, else one call)."""
     import importlib.util
 
     import torch._inductor.config as inductor_config
@@ -66,11 +67,12 @@ def warm_fused(folder: Path) -> None:
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    case = module.fused()
+    case = getattr(module, name)()
     torch._dynamo.reset()
     try:
         with _cache_dir(folder), inductor_config.patch(force_disable_caches=False):
-            torch.compile(case.fn, fullgraph=True)(*case.args)
+            compiled = torch.compile(case.fn, fullgraph=True)
+            case.driver(compiled) if case.driver is not None else compiled(*case.args)
     finally:
         torch._dynamo.reset()
 
@@ -170,3 +172,36 @@ def test_case_option_and_table_key(tmp_path: Path, capsys: pytest.CaptureFixture
     assert main(["gate", "--config", str(table), "--json", "--no-progress"]) == 0
     (split,) = json.loads(capsys.readouterr().out)["cases"]
     assert split["inductor_cache"] == str(empty.resolve())
+
+
+@pytest.mark.slow
+def test_own_recompiled_symbolic_artifact_is_no_divergence(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The fused case driven with pools of 48, 56 and 64 slots (a static graph, then a symbolic one called twice),
+    run against a cache warmed by itself: the served code is the cold code, so no finding. The symbolic graph's
+    copy is evaluated at its calls' sizes (never dropped); the negative control: the same record with that
+    evaluation taken out reads as a divergence, as it did before."""
+    from compile_checks.gate.warm_cache import divergence
+
+    folder = tmp_path / "inductor-cache-grown"
+    warm_fused(folder, "grown")
+    code, rows = gate(capsys, "--inductor-cache", str(folder), cases=("grown",))
+    grown = rows["grown"]
+    record = grown["report"]["inductor_cache"]
+    assert code == 0 and grown["passed"] and not grown["check_errors"], (grown["check_errors"], record)
+    cold = [*grown["clones"], *grown["other_clones"]]
+    cold_bytes = sorted({c["nbytes"] for c in cold})
+    symbolic = [c for g in record["graphs"] for c in g["copies"] if isinstance(c["nbytes"], str)]
+    assert symbolic and all(c["nbytes_per_call"] for c in symbolic), record
+    evaluated = sorted({n for c in symbolic for n in c["nbytes_per_call"]})
+    assert set(evaluated) <= set(cold_bytes) and len(cold_bytes) == 3, (evaluated, cold_bytes)
+    dropped = {
+        **record,
+        "graphs": [{**g, "copies": [{**c, "nbytes_per_call": []} for c in g["copies"]]} for g in record["graphs"]],
+    }
+    assert divergence(cold, dropped, str(folder)) is None  # unevaluated: nothing claimed either way
+    only_static = {
+        **record,
+        "graphs": [g for g in record["graphs"] if not any(isinstance(c["nbytes"], str) for c in g["copies"])],
+    }
+    lacking = divergence(cold, only_static, str(folder))
+    assert lacking is not None and f"lacks {sum(evaluated)} bytes per call" in lacking

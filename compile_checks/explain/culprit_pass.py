@@ -185,7 +185,7 @@ class PostGradRecorder:
                 self._current = None
                 if self.keep_code:
                     record.post_grad = gm.code
-                _map_clones(gm.graph, record)
+                map_clones(gm.graph, record)
                 if pristine is not None and record.culprits:
                     self._verify(record, torch.fx.GraphModule(gm, pristine), is_inference)
 
@@ -250,9 +250,27 @@ def _find_culprits(record: GraphRecord) -> None:
                 break
 
 
-def _map_clones(graph: torch.fx.Graph, record: GraphRecord) -> None:
+def _write_under_scatter(node: torch.fx.Node) -> torch.fx.Node | None:
+    """The write whose result a view scatter copies into its base: down the scatter's source, through views
+    and the scatters of an enclosing view (``select_scatter(buf, select_scatter(buf[i], index_put(...)))``)."""
+    cur = node.args[1] if len(node.args) > 1 else None
+    for _ in range(64):
+        if not isinstance(cur, torch.fx.Node) or cur.op != "call_function":
+            return None
+        if is_view_scatter(cur):
+            cur = cur.args[1] if len(cur.args) > 1 else None
+        elif inductor_reinplace._is_view_op(cur.target):
+            cur = cur.args[0] if cur.args else None
+        else:
+            return cur
+    return None
+
+
+def map_clones(graph: torch.fx.Graph, record: GraphRecord) -> None:
     """Final-graph ``aten.clone`` nodes made by the decomposition -> the refusal they stand for
-    (same base tensor under the clone's view chain; graph order breaks ties)."""
+    (same base tensor under the clone's view chain; graph order breaks ties); and view scatters Inductor
+    made (a write through a view of a pool, scattered back into the whole pool) -> the refusal of the write
+    whose result they scatter."""
     if not record.refusals:
         return
     before = set(record.passes[0].before) if record.passes else set()
@@ -269,6 +287,21 @@ def _map_clones(graph: torch.fx.Graph, record: GraphRecord) -> None:
                 record.clone_nodes[node.name] = i
                 used.add(i)
                 break
+    by_write = {r.node: i for i, r in reversed(list(enumerate(record.refusals)))}
+    for node in graph.nodes:
+        if node.name in before or node.name in record.clone_nodes or not is_view_scatter(node):
+            continue
+        write = _write_under_scatter(node)
+        if write is not None and write.name in by_write:
+            record.clone_nodes[node.name] = by_write[write.name]
 
 
-__all__ = ["GraphRecord", "PassStep", "PostGradRecorder", "cloned_without_pass", "copy_graph", "find_culprit"]
+__all__ = [
+    "GraphRecord",
+    "PassStep",
+    "PostGradRecorder",
+    "cloned_without_pass",
+    "copy_graph",
+    "find_culprit",
+    "map_clones",
+]

@@ -141,6 +141,10 @@ def fix_for(cause: str, culprit: str | None) -> str:
     return FIXES[cause]
 
 
+# the culprit of a read moved below the write by a post-grad pass the record cannot name (a record rebuilt from a
+# trace, compile_checks.scan.replay): said in the reason, never given as a pass to switch off
+UNNAMED_PASS = "<a post-grad pass>"
+
 # built-in Inductor passes that take an Inductor config flag of the same name
 _INDUCTOR_REORDER_PASSES = ("reorder_for_locality",)
 
@@ -186,6 +190,9 @@ def explanation_of(
     me = f"`{arg}`" + (f" ({clone.pool})" if clone.pool else f" ({where})")
     culprit = record.culprits.get(index)
     verified = record.verified.get(index, False)
+    moved_by_unnamed_pass = culprit == UNNAMED_PASS
+    if moved_by_unnamed_pass:  # a record rebuilt from a trace: a pass moved the read, the trace does not say which
+        culprit = None
     conflicts = [Conflict(r.node, r.op, r.user_line, r.wrapper_line) for r in refusal.readers]
     if refusal.cause == Cause.SHARED_STORAGE:
         other_pool = _pool_of(record, refusal.other_base, probe, pools, (refusal.placeholder, clone.pool))
@@ -203,6 +210,11 @@ def explanation_of(
         if culprit:
             reason += (
                 f"; `{culprit}` moved that read below the write (it came before it in the graph the pass received)"
+            )
+        elif moved_by_unnamed_pass:
+            reason += (
+                "; a post-grad pass moved that read below the write (it came before it in AOT's graph; which pass, "
+                "the trace does not say: the gate names and verifies it)"
             )
         else:
             reason += "; the read follows the write in the program itself"
@@ -290,4 +302,13 @@ def explain_report(report: CloneReport, probe: Any, check: Any) -> CloneReport:
     return report
 
 
-__all__ = ["FIXES", "Conflict", "Explanation", "explain_clone", "explain_report", "explanation_of", "fix_for"]
+__all__ = [
+    "FIXES",
+    "UNNAMED_PASS",
+    "Conflict",
+    "Explanation",
+    "explain_clone",
+    "explain_report",
+    "explanation_of",
+    "fix_for",
+]

@@ -30,7 +30,7 @@ from compile_checks.gate.shard import Shard, shard_plan
 from compile_checks.gate.stderr_noise import terminal
 from compile_checks.gate.targets import TargetError
 from compile_checks.gate.timing import import_torch_comparison, import_torch_seconds, process_seconds, progress_callback
-from compile_checks.gate.warm_cache import check_warm_caches
+from compile_checks.gate.warm_cache import cache_dir_checked, check_warm_caches
 from compile_checks.pipelines.vllm_env import prepare_process_for_vllm
 from compile_checks.vocab import ErrorKind, ExitCode, Mode
 
@@ -182,7 +182,11 @@ def _run_gate(
         gate_plan.cases = [dataclasses.replace(c, floor=True) for c in gate_plan.cases]
     cache = getattr(args, "inductor_cache", None) or (config.inductor_cache if config else None)
     if cache is not None:
-        gate_plan.cases = [dataclasses.replace(c, inductor_cache=str(Path(cache).resolve())) for c in gate_plan.cases]
+        folder = cache_dir_checked(
+            cache,
+            "--inductor-cache" if getattr(args, "inductor_cache", None) else "[tool.compile_checks] inductor_cache",
+        )
+        gate_plan.cases = [dataclasses.replace(c, inductor_cache=str(folder)) for c in gate_plan.cases]
     junit = Path(args.junitxml) if args.junitxml else (config.junitxml if config else None)
     dump_root: Path | None
     if command == "dump":

@@ -10,9 +10,12 @@ So, after the cold verdict, the case runs once more in a process of its own with
 compiled that the caches do not serve, ``DIR`` never written), and the scan reads what was loaded:
 each served graph's post-grad graph and generated code (its ``empty_strided`` buffers settle the
 copies, as in the full mode). Copies the served artifacts make that the cold verdict does not (or
-the reverse, when every graph was served) fail the case with a
-:attr:`~compile_checks.vocab.CacheProblem.CACHE_DIVERGENCE` finding naming ``DIR`` and the bytes per
-call. An empty or missing ``DIR`` serves nothing: the outcome is the cold one, with a note.
+the reverse, when every graph was served), or an artifact compiled for other input aliasing than the
+case's, fail the case with a :attr:`~compile_checks.vocab.CacheProblem.CACHE_DIVERGENCE` finding naming
+``DIR`` and the bytes per call. Copies are compared by op, argument and bytes per call (a symbolic
+graph's at the sizes its calls had: :mod:`compile_checks.scan.call_sizes`), never counted: the cold
+verdict lists one per pool a call passed. ``DIR`` must be a folder (else a usage error, exit 2); an
+empty one serves nothing: the outcome is the cold one, with a note.
 """
 
 from __future__ import annotations
@@ -23,11 +26,11 @@ import pickle
 import subprocess
 import sys
 import tempfile
-from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from compile_checks.errors import UsageError
 from compile_checks.vocab import CacheProblem
 
 if TYPE_CHECKING:
@@ -39,47 +42,109 @@ WARM_RUN_TIMEOUT_S = 600.0
 GUIDE = "clear that cache, or give each layout its own cache dir (docs: guides/warm-cache.md)"
 
 
-def _sizes(copies: Iterable[Mapping[str, Any]]) -> Counter[int]:
-    return Counter(int(c["nbytes"]) for c in copies if isinstance(c.get("nbytes"), int))
+def cache_dir_checked(path: str | os.PathLike[str], what: str) -> Path:
+    """``path`` resolved, when it is a directory; else a :class:`~compile_checks.errors.UsageError` naming it
+    (the CLI's exit 2): a typo or a file must never read as an empty cache that serves nothing."""
+    folder = Path(path).expanduser()
+    if not folder.exists():
+        raise UsageError(f"{what} {path}: no such directory (the Inductor cache folder to run the cases against)")
+    if not folder.is_dir():
+        raise UsageError(f"{what} {path}: not a directory (TORCHINDUCTOR_CACHE_DIR is a folder)")
+    return folder.resolve()
+
+
+Key = tuple[str, str]
+
+
+def _key(c: Mapping[str, Any]) -> Key:
+    return str(c.get("op")), str(c.get("arg"))
+
+
+def _values(c: Mapping[str, Any]) -> set[int] | None:
+    """The bytes per call a copy moves: its count, or its symbolic count at each recorded call's sizes
+    (None: symbolic and never evaluated: it can neither match nor miss anything)."""
+    n = c.get("nbytes")
+    if isinstance(n, int):
+        return {n}
+    evaluated = c.get("nbytes_per_call")
+    return {int(v) for v in evaluated} if evaluated else None
+
+
+def _compare(
+    cold: Sequence[Mapping[str, Any]], graphs: Sequence[Mapping[str, Any]], every_graph_served: bool
+) -> tuple[list[tuple[str, Mapping[str, Any], set[int]]], dict[tuple[Key, int], Mapping[str, Any]]]:
+    """(served copies whose bytes no cold copy of that op and argument moves, cold copies no served copy of that
+    op and argument moves, by (key, bytes)).
+
+    Copies are compared per (op, argument) and bytes per call, not counted: the cold verdict lists a copy per
+    pool a call passed (one graph reused by four layers: four entries), a served graph lists it once."""
+    cold_bytes: dict[Key, set[int]] = {}
+    for c in cold:
+        if isinstance(c.get("nbytes"), int):
+            cold_bytes.setdefault(_key(c), set()).add(int(c["nbytes"]))
+    warm_bytes: dict[Key, set[int]] = {}
+    unknown: set[Key] = set()
+    extra: list[tuple[str, Mapping[str, Any], set[int]]] = []
+    for g in graphs:
+        for c in g["copies"]:
+            values = _values(c)
+            if values is None:
+                unknown.add(_key(c))
+                continue
+            warm_bytes.setdefault(_key(c), set()).update(values)
+            if not values & cold_bytes.get(_key(c), set()):
+                extra.append((str(g["label"]), c, values))
+    missing: dict[tuple[Key, int], Mapping[str, Any]] = {}
+    if every_graph_served:  # a graph the caches did not serve ran eagerly: its copies are not the caches' to lack
+        for c in cold:
+            n = c.get("nbytes")
+            if isinstance(n, int) and _key(c) not in unknown and n not in warm_bytes.get(_key(c), set()):
+                missing.setdefault((_key(c), n), c)
+    return extra, missing
 
 
 def divergence(cold: Sequence[Mapping[str, Any]], warm: Mapping[str, Any], cache_dir: str) -> str | None:
-    """The finding when the served artifacts copy other bytes per call than the cold verdict's copies.
+    """The finding when the served artifacts copy other bytes per call than the cold verdict's copies, or were
+    compiled for other input aliasing than this run's (the artifact's code then addresses the wrong storage).
 
     ``cold``: the cold outcome's copies (``verdict.copy_fields``); ``warm``: :func:`warm_run`'s result.
-    Copies are matched by size. Bytes the cold compile copies and the served artifacts do not count only
-    when every graph was served (a graph the caches did not serve ran eagerly, and copies nothing).
+    Bytes the cold compile copies and the served artifacts do not count only when every graph was served
+    (a graph the caches did not serve ran eagerly, and copies nothing).
     """
     graphs = warm.get("graphs", [])
     if not graphs:
         return None
-    warm_copies = [c for g in graphs for c in g["copies"]]
-    cold_sizes, warm_sizes = _sizes(cold), _sizes(warm_copies)
-    extra = warm_sizes - cold_sizes
-    missing = cold_sizes - warm_sizes if not warm.get("missed") else Counter()
-    if not extra and not missing:
+    extra, missing = _compare(cold, graphs, not warm.get("missed"))
+    origin = [n.removeprefix("cache_origin: ") for g in graphs for n in g["notes"] if n.startswith("cache_origin: ")]
+    if not extra and not missing and not origin:
         return None
     served = sorted({s for g in graphs for s in g["served_from"]})
     parts = []
     if extra:
         what = "; ".join(
-            f"{g['label']}: {c['op']} {c['arg']} of {c['input']} into a {c.get('shape', '?')} {c.get('dtype', '')} "
-            f"buffer ({c['nbytes']} bytes)"
-            for g in graphs
-            for c in g["copies"]
-            if isinstance(c["nbytes"], int) and c["nbytes"] in extra
+            f"{label}: {c['op']} {c['arg']} of {c['input']} into a {c.get('shape', '?')} {c.get('dtype', '')} "
+            f"buffer ({_bytes(c, values)} bytes)"
+            for label, c, values in extra
         )
-        parts.append(
-            f"copies {sum(n * k for n, k in extra.items())} bytes per call that a cold compile does not ({what})"
-        )
+        total = sum(max(values) for _, _, values in extra)
+        parts.append(f"copies {total} bytes per call that a cold compile does not ({what})")
     if missing:
-        parts.append(f"lacks {sum(n * k for n, k in missing.items())} bytes per call of copies a cold compile makes")
-    origin = [n.removeprefix("cache_origin: ") for g in graphs for n in g["notes"] if n.startswith("cache_origin: ")]
+        what = "; ".join(f"{op} {arg} ({n} bytes)" for (op, arg), n in missing)
+        parts.append(f"lacks {sum(n for _, n in missing)} bytes per call of copies a cold compile makes ({what})")
+    if not parts:
+        parts.append("copies what a cold compile copies, but was compiled for other input aliasing")
     why = f"; {'; '.join(origin)}" if origin else ""
     return (
         f"{CacheProblem.CACHE_DIVERGENCE}: the artifact served from the Inductor cache {cache_dir} "
         f"({', '.join(served)}) {' and '.join(parts)}{why}; {GUIDE}"
     )
+
+
+def _bytes(c: Mapping[str, Any], values: set[int]) -> str:
+    n = c.get("nbytes")
+    if isinstance(n, int):
+        return str(n)
+    return f"{n}: {', '.join(str(v) for v in sorted(values))} at the calls' sizes"
 
 
 def run_warm(cases: Sequence[PlannedCase], cache_dir: Path) -> list[dict[str, Any]]:
@@ -114,8 +179,8 @@ def check_warm_caches(cases: Sequence[PlannedCase], outcomes: Sequence[Outcome])
         elif planned.inductor_cache is not None and o.error is None:  # a ranked case: its ranks run elsewhere
             o.notes.append(f"--inductor-cache {planned.inductor_cache}: not run against the cache (a ranked case)")
     for cache_dir, indices in by_dir.items():
-        folder = Path(cache_dir)
-        if not folder.is_dir() or not any(folder.iterdir()):
+        folder = cache_dir_checked(cache_dir, f"inductor_cache of case {outcomes[indices[0]].label!r}:")
+        if not any(folder.iterdir()):
             for i in indices:
                 outcomes[i].report["inductor_cache"] = {"dir": cache_dir, "graphs": [], "missed": 0}
                 outcomes[i].notes.append(f"--inductor-cache {folder}: empty, nothing served: the cold verdict stands")
@@ -146,4 +211,4 @@ def _apply(outcome: Outcome, record: dict[str, Any]) -> None:
         outcome.report.setdefault("run_findings", []).append(entry)
 
 
-__all__ = ["GUIDE", "WARM_RUN_MODULE", "check_warm_caches", "divergence", "run_warm"]
+__all__ = ["GUIDE", "WARM_RUN_MODULE", "cache_dir_checked", "check_warm_caches", "divergence", "run_warm"]

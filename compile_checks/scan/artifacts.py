@@ -44,6 +44,7 @@ class GraphArtifacts:
     index: int = 0  # which post-grad graph of the compile (piecewise: one per piece)
     post_grad: str | None = None
     output_code: str | None = None
+    output_file: str | None = None  # the output code's file, as logged (a served artifact: the cache's module)
     dynamo_graph: str | None = None
     aot_graph: str | None = None
     inputs: dict[str, InputSource] = field(default_factory=dict)  # post-grad placeholder -> its source

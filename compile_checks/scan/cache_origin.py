@@ -21,11 +21,13 @@ import re
 
 from compile_checks.scan.artifacts import GraphArtifacts
 from compile_checks.scan.inputs import describe_input
-from compile_checks.vocab import CacheServed
+from compile_checks.vocab import CacheProblem, CacheServed
 
 CACHE_FIX = (
-    "clear that cache (or give each allocation layout its own TORCHINDUCTOR_CACHE_DIR) and check it with "
-    "`compile-checks gate --inductor-cache DIR`"
+    "clear that cache (delete the folder, or `torch._inductor.codecache.FxGraphCache.clear()` and "
+    "`torch._functorch._aot_autograd.autograd_cache.AOTAutogradCache.clear()`), or key it per allocation layout: "
+    "a TORCHINDUCTOR_CACHE_DIR of its own per layout (or `torch._inductor.config.force_disable_caches = True` "
+    "where the layout changes), and check it with `compile-checks gate --inductor-cache DIR`"
 )
 SERVED_BY: dict[str, str] = {CacheServed.AOTAUTOGRAD: "AOTAutograd cache", CacheServed.FX_GRAPH: "FX graph cache"}
 _HARNESS = re.compile(r"^def get_args\(\):\n((?:[ \t]+.*\n?|\n)*)", re.M)
@@ -81,6 +83,29 @@ def _names(art: GraphArtifacts, names: list[str]) -> str:
     return ", ".join(f"`{describe_input(art, n)}`" for n in names)
 
 
+def alias_finding(art: GraphArtifacts) -> str | None:
+    """The failing :attr:`~compile_checks.vocab.CacheProblem.CACHE_ALIASING` finding of a served graph whose
+    artifact was compiled for other input aliasing than this run's; None otherwise.
+
+    Not a note: the served code addresses the storages it was compiled for. Served to two storages, an
+    artifact compiled for one copies from before the start of the input it was handed (its C++ reads
+    ``in_ptr0 + (-8192 + x0)``, seen on torch 2.14, CPU); served to one storage, an artifact compiled for
+    two treats the views as separate allocations (without the copy the cold compile of that layout makes).
+    """
+    if not art.served_from:
+        return None
+    mismatches = alias_mismatches(art)
+    if not mismatches:
+        return None
+    caches = " and ".join(SERVED_BY.get(s, s) for s in art.served_from)
+    artifact = f"`{art.output_file}`" if art.output_file else "its output code"
+    return (
+        f"{CacheProblem.CACHE_ALIASING}: {art.label} ran an artifact served from the {caches} ({artifact}) that "
+        f"was compiled for other input aliasing than this run's: {'; '.join(mismatches)}; the served code addresses "
+        f"the storages it was compiled for, not these; fix: {CACHE_FIX}"
+    )
+
+
 def origin_notes(art: GraphArtifacts) -> list[str]:
     """The graph's origin, for the scan's notes: the caches that served it, and any aliasing mismatch."""
     if not art.served_from:
@@ -93,4 +118,4 @@ def origin_notes(art: GraphArtifacts) -> list[str]:
     return notes + [f"cache_origin: {m}" for m in alias_mismatches(art)]
 
 
-__all__ = ["CACHE_FIX", "SERVED_BY", "alias_mismatches", "harness_storages", "origin_notes"]
+__all__ = ["CACHE_FIX", "SERVED_BY", "alias_finding", "alias_mismatches", "harness_storages", "origin_notes"]

@@ -10,6 +10,7 @@ exit 4: a compile that logged no post-grad graph.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import time
 from collections.abc import Sequence
@@ -81,6 +82,10 @@ def _graph_outcome(s: GraphScan, config: ScanConfig) -> Outcome:
             "served_from": list(art.served_from),
         },
     )
+    for finding in s.findings:  # a failing finding, as the gate's run findings (the verdict cell names its kind)
+        kind, _, message = finding.partition(": ")
+        out.check_errors.append(finding)
+        out.report.setdefault("run_findings", []).append({"kind": kind, "message": message, "fails": True})
     if s.error:
         out.error, out.error_kind = s.error, ErrorKind.COMPILE
     return out
@@ -113,6 +118,9 @@ def _bytes(copies: Sequence[dict[str, Any]]) -> str:
 def _verdict(o: Outcome) -> str:
     if o.error is not None:
         return "[red]ERROR[/red]"
+    findings = sorted({f["kind"] for f in o.report.get("run_findings", [])})
+    if findings:
+        return f"[red]{escape(', '.join(findings))}[/red]"
     if o.check_errors:
         return "[red]undecided[/red]"
     if o.clean:
@@ -139,7 +147,11 @@ def print_scan(outcomes: Sequence[Outcome], code: int, seconds: float, notes: Se
         )
     console.print(t)
     for o in outcomes:
-        for line in [render_copy(c) for c in [*o.clones, *o.other_clones]] + o.failure_reasons(copies_listed=True):
+        findings = [f"{f['kind']}: {f['message']}" for f in o.report.get("run_findings", [])]
+        # a finding is printed as what it is, not among what the check could not decide
+        rest = dataclasses.replace(o, check_errors=[e for e in o.check_errors if e not in findings])
+        lines = [render_copy(c) for c in [*o.clones, *o.other_clones]] + findings
+        for line in lines + rest.failure_reasons(copies_listed=True):
             console.print(f"  {o.label}: {line}", highlight=False, markup=False)
         for n in o.notes:
             console.print(f"  {o.label}: note: {n}", highlight=False, markup=False)

@@ -1,12 +1,14 @@
-"""The surviving copies of one logged graph, with what the graph alone explains.
+"""The surviving copies of one logged graph, each explained.
 
 The copies are the live check's: :func:`compile_checks.check.graph.copies.find_copy_sites` runs on
 the rebuilt post-grad graph (functionalization clones written back by the ``copy_`` epilogue, and
-functional ATen writes copied in and back). What the live check learns at run time (which pool a
-call passed, how often a graph runs, the reinplace pass's own decision) a log does not hold: the
-explanation says what the graph shows (inputs in one storage, a read of the input after the
-write, the source line of the write) and "the graph alone does not say" otherwise. The output
-code, when logged, is read (``ast``) for the copy's buffer allocation as confirmation.
+functional ATen writes copied in and back). Each copy is explained as the gate explains it
+(:func:`compile_checks.explain.explanations.explain_clone` on the record :mod:`.replay` rebuilds from
+AOT's logged graph): one copy, one cause, whichever command finds it. Without AOT's graph (a debug
+folder, a depyf dump) the explanation says what the post-grad graph shows (inputs in one storage, a
+read of the input after the write, the source line of the write) and "the graph alone does not say"
+otherwise. The output code, when logged, is read (``ast``) for the copy's buffer allocation as
+confirmation. A graph a cache served for other input aliasing gets a ``cache_aliasing`` finding.
 """
 
 from __future__ import annotations
@@ -19,16 +21,19 @@ from typing import Any
 import torch
 import torch.fx
 
+from compile_checks.check.findings import SurvivingClone
 from compile_checks.check.graph.copies import find_copy_sites, written_back_values
 from compile_checks.check.graph.fx_helpers import flatten_nodes, node_line, op_name, view_chain_root, write_backs
 from compile_checks.check.graph.generated_buffers import settle_inductors_choices, upper_bound_note
 from compile_checks.check.graph.sites import CloneSite, is_view_scatter
-from compile_checks.explain.explanations import FIXES
+from compile_checks.explain.culprit_pass import GraphRecord
+from compile_checks.explain.explanations import FIXES, explain_clone
 from compile_checks.explain.user_source import short_path, user_frames
 from compile_checks.scan.artifacts import GraphArtifacts
-from compile_checks.scan.cache_origin import CACHE_FIX, alias_mismatches
+from compile_checks.scan.cache_origin import CACHE_FIX, alias_finding, alias_mismatches
 from compile_checks.scan.fx_text import GraphTextError, UnknownOp, parse_graph, symbolic_nbytes
 from compile_checks.scan.inputs import PoolMap, describe_input, storage_sharers
+from compile_checks.scan.replay import trace_record
 from compile_checks.vocab import Cause, CopyKind
 
 _COPY = torch.ops.aten.copy_.default
@@ -42,6 +47,7 @@ class GraphScan:
     graph: GraphArtifacts
     copies: list[dict[str, Any]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # the scan could not decide (fails the graph)
+    findings: list[str] = field(default_factory=list)  # ``kind: message``: what fails the graph besides copies
     notes: list[str] = field(default_factory=list)
     error: str | None = None  # nothing to decide from (no post-grad graph, unreadable graph)
     seconds: float = 0.0
@@ -109,6 +115,42 @@ def _where(node: torch.fx.Node) -> str | None:
 
 
 def _explain(
+    art: GraphArtifacts,
+    graph: torch.fx.Graph,
+    site: CloneSite,
+    copy_node: torch.fx.Node,
+    nbytes: object,
+    record: GraphRecord | None = None,
+    region: int = 0,
+) -> str:
+    """The copy's explanation: the live check's own (:func:`~compile_checks.explain.explanations.explain_clone`
+    on the record :func:`~compile_checks.scan.replay.trace_record` rebuilt from AOT's logged graph); without
+    AOT's graph (a debug folder, a depyf dump), what the post-grad graph alone shows."""
+    mismatch = alias_mismatches(art) if art.served_from else []
+    if mismatch and (storage_sharers(art, site.placeholder) or site.clones_whole_input):
+        # the copy is the layout the served artifact was compiled for (the graph's cache_aliasing finding),
+        # not this run's: the graph this run logged does not hold it
+        name = describe_input(art, site.placeholder)
+        return (
+            f"{Cause.SHARED_STORAGE}: the graph was served from a compile cache and {mismatch[0]}: the clone of "
+            f"`{name}` ({nbytes} bytes) is that compile's, not this run's layout; fix: {CACHE_FIX}"
+        )
+    if record is not None:
+        clone = SurvivingClone(
+            op=site.op,
+            arg=site.arg,
+            nbytes=nbytes,  # type: ignore[arg-type]  # symbolic: the expression, as the scan reports it
+            shape=tuple(site.clone.shape),
+            dtype=site.clone.dtype,
+            region=region,
+            node=site.clone_node,
+            kind=site.kind,
+        )
+        return explain_clone(clone, [record]).summary()
+    return _explain_from_post_grad(art, graph, site, copy_node, nbytes)
+
+
+def _explain_from_post_grad(
     art: GraphArtifacts, graph: torch.fx.Graph, site: CloneSite, copy_node: torch.fx.Node, nbytes: object
 ) -> str:
     placeholder = next(n for n in graph.nodes if n.op == "placeholder" and n.name == site.placeholder)
@@ -116,12 +158,6 @@ def _explain(
     name = describe_input(art, site.placeholder)
     sharers = storage_sharers(art, site.placeholder)
     reader = _later_read(graph, placeholder, writer)
-    mismatch = alias_mismatches(art) if art.served_from else []
-    if mismatch and (sharers or site.clones_whole_input):  # the copy is the layout the artifact was compiled for
-        return (
-            f"{Cause.SHARED_STORAGE}: the graph was served from a compile cache and {mismatch[0]}: the clone of "
-            f"`{name}` ({nbytes} bytes) is that compile's, not this run's layout; fix: {CACHE_FIX}"
-        )
     if sharers:
         cause, detail = (
             Cause.SHARED_STORAGE,
@@ -224,6 +260,9 @@ def scan_graph(art: GraphArtifacts, pools: PoolMap, region: int) -> GraphScan:
     """The copies of one logged graph (``region``: its position in the scan, as the live ``region``)."""
     t0 = time.perf_counter()
     out = GraphScan(art, notes=list(art.notes))
+    aliasing = alias_finding(art)
+    if aliasing is not None:
+        out.findings.append(aliasing)
     if art.post_grad is None and _nothing_to_lower(art.aot_graph):
         # Inductor's own no-op rule (compile_fx_inner: no call node): it runs no pass and logs no post-grad
         # graph for a graph that returns its inputs (``x.type_as(v)`` of equal dtypes); nothing to copy
@@ -249,6 +288,8 @@ def scan_graph(art: GraphArtifacts, pools: PoolMap, region: int) -> GraphScan:
     if allocated is None:
         out.notes.append("no output code logged: the verdict is the post-grad graph's alone")
     sites = find_copy_sites(graph)
+    storages = {n: (i.storage, i.storage_offset) for n, i in art.inputs.items() if i.storage is not None}
+    record = trace_record(art.aot_graph, graph, region, storages) if sites else None
     if art.output_code:  # as the live check's full compile: the code settles Inductor's buffer choices
         sites, settled = settle_inductors_choices(sites, art.output_code)
         out.notes += settled
@@ -278,7 +319,7 @@ def scan_graph(art: GraphArtifacts, pools: PoolMap, region: int) -> GraphScan:
                 "written_bytes": written,
                 "where": f"{art.label} input {describe_input(art, site.placeholder)}"
                 + (f" (post-grad graph line {line})" if line else ""),
-                "explanation": _explain(art, graph, site, copy_node, nbytes),
+                "explanation": _explain(art, graph, site, copy_node, nbytes, record, region),
                 "shape": [str(s) for s in copy_node.meta["val"].shape] if symbolic else list(site.clone.shape),
                 "dtype": str(site.clone.dtype).removeprefix("torch."),
                 "region": region,

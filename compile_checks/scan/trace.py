@@ -100,6 +100,7 @@ class _Compile:
     aot_graphs: list[str] = field(default_factory=list)
     post_grad: list[str] = field(default_factory=list)
     output_code: list[str] = field(default_factory=list)
+    output_files: list[str | None] = field(default_factory=list)  # each output code's logged filename
     tensors: dict[int, dict[str, Any]] = field(default_factory=dict)
     sources: dict[int, str] = field(default_factory=dict)
     served: list[str] = field(default_factory=list)  # CacheServed artifacts logged (a cache served it)
@@ -125,6 +126,9 @@ def _add(c: _Compile, r: Record) -> None:
         c.served.append(str(r.meta["artifact"]["name"]))
     elif r.name == "inductor_output_code" and r.payload is not None:
         c.output_code.append(r.payload)
+        info = r.meta.get("inductor_output_code")
+        filename = info.get("filename") if isinstance(info, dict) else None
+        c.output_files.append(str(filename) if filename else None)
     elif r.name == "describe_tensor":
         c.tensors[int(r.meta["describe_tensor"]["id"])] = r.meta["describe_tensor"]
     elif r.name == "describe_source":
@@ -211,6 +215,7 @@ def read_trace_files(paths: list[Path]) -> list[GraphArtifacts]:
                     index=k,
                     post_grad=graph,
                     output_code=c.output_code[k] if k < len(c.output_code) else None,
+                    output_file=c.output_files[k] if k < len(c.output_files) else None,
                     dynamo_graph=c.dynamo_graph,
                     aot_graph=c.aot_graphs[k] if k < len(c.aot_graphs) else None,
                     inputs=inputs,

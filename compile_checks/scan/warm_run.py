@@ -55,9 +55,35 @@ def _traced(trace_dir: Path) -> Iterator[None]:
         handler.close()
 
 
+MAX_CALLS_RECORDED = 64  # per compiled graph: the sizes of its first calls (a host loop may call it thousands of times)
+
+
+def _compile_id() -> str:
+    """The compile under way as the trace names it (``0/1``: frame id / frame compile id)."""
+    from torch._guards import CompileContext
+
+    cid = CompileContext.current_compile_id()
+    return f"{cid.frame_id}/{cid.frame_compile_id}" if cid is not None else "?"
+
+
+def _recording(compiled: Callable[..., Any], calls: list[list[Any]]) -> Callable[..., Any]:
+    """``compiled``, recording each call's argument sizes (:func:`~compile_checks.scan.call_sizes.call_sizes`)."""
+    from compile_checks.scan.call_sizes import call_sizes
+
+    def run(*args: Any) -> Any:
+        if len(calls) < MAX_CALLS_RECORDED:
+            calls.append(call_sizes(args))
+        return compiled(*args)
+
+    return run
+
+
 @contextlib.contextmanager
-def _served_only(patches: dict[str, Any], missed: list[str]) -> Iterator[Callable[..., Any]]:
-    """A dynamo backend: ``compile_fx`` with caches on, that compiles nothing the caches do not serve.
+def _served_only(
+    patches: dict[str, Any], missed: list[str], calls: dict[str, list[list[Any]]]
+) -> Iterator[Callable[..., Any]]:
+    """A dynamo backend: ``compile_fx`` with caches on, that compiles nothing the caches do not serve;
+    each served graph's calls have their sizes recorded in ``calls`` (by compile id).
 
     Raises RuntimeError when this torch has no ``fx_codegen_and_compile`` to stop (the run would compile,
     and write the user's cache); the saves that torch may lack are simply not there to turn off.
@@ -75,11 +101,15 @@ def _served_only(patches: dict[str, Any], missed: list[str]) -> Iterator[Callabl
         raise _NotServed
 
     def backend(gm: Any, example_inputs: Any) -> Any:
+        cid = _compile_id()
         try:
-            return compile_fx_module.compile_fx(gm, example_inputs)
+            compiled = compile_fx_module.compile_fx(gm, example_inputs)
         except _NotServed:
             missed.append(gm.__class__.__name__)
             return gm.forward
+        if not callable(compiled):  # an AOT-mode artifact (a path), not a callable: nothing to record
+            return compiled
+        return _recording(compiled, calls.setdefault(cid, []))
 
     def nothing(*_args: Any, **_kwargs: Any) -> None:
         return None
@@ -109,6 +139,7 @@ def warm_run(planned: Any, trace_dir: Path, builder: Any) -> dict[str, Any]:
     from compile_checks.case.floor import run_through
     from compile_checks.pipelines import resolve
     from compile_checks.ranks import RankedCase
+    from compile_checks.scan.call_sizes import bind_symbols, nbytes_per_call
     from compile_checks.scan.copies import scan_graph
     from compile_checks.scan.inputs import PoolMap
     from compile_checks.scan.trace import TRACE_PREFIX, read_trace_files
@@ -124,10 +155,11 @@ def warm_run(planned: Any, trace_dir: Path, builder: Any) -> dict[str, Any]:
         "enable_auto_functionalized_v2": settings.functionalization == "v2",
     }
     missed: list[str] = []
+    calls: dict[str, list[list[Any]]] = {}
     from torch._dynamo.utils import counters
 
     counters.clear()
-    with _traced(trace_dir), _served_only(patches, missed) as backend:
+    with _traced(trace_dir), _served_only(patches, missed, calls) as backend:
         run_through(case, backend)
     # torch's own hit/miss counts: beside the trace's records, so a torch that logs hits otherwise shows
     hits = {f"{group}.{name}": n for group in ("aot_autograd", "inductor") for name, n in counters[group].items()}
@@ -137,12 +169,22 @@ def warm_run(planned: Any, trace_dir: Path, builder: Any) -> dict[str, Any]:
         if not art.served_from:
             continue
         s = scan_graph(art, PoolMap({}), i)
+        bindings = bind_symbols(art.post_grad or "", calls.get(art.compile_id, [])) if art.post_grad else []
+        copies = []
+        for c in s.copies:
+            copy = {k: c[k] for k in ("nbytes", "input", "op", "arg", "shape", "dtype")}
+            if isinstance(c["nbytes"], str):  # symbolic: its bytes at each call's sizes
+                copy["nbytes_per_call"] = nbytes_per_call(c["nbytes"], bindings)
+            copies.append(copy)
         graphs.append(
             {
                 "label": art.label,
+                "compile_id": art.compile_id,
                 "served_from": list(art.served_from),
-                "copies": [{k: c[k] for k in ("nbytes", "input", "op", "arg", "shape", "dtype")} for c in s.copies],
+                "copies": copies,
+                "calls": len(calls.get(art.compile_id, [])),
                 "notes": s.notes,
+                "problems": s.problems,
                 "error": s.error,
             }
         )

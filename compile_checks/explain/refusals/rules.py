@@ -19,6 +19,7 @@ import torch.fx
 from torch._inductor.fx_passes import reinplace as inductor_reinplace
 from torch._inductor.fx_utils import get_node_storage
 
+from compile_checks.check.graph.sites import is_view_scatter
 from compile_checks.explain.refusals.records import op_label
 from compile_checks.vocab import Cause
 
@@ -104,6 +105,26 @@ class GraphFacts:
                     continue  # the buffer is overwritten anyway
                 found.append(user)
         return found
+
+
+def _scatters_back(user: torch.fx.Node, write: torch.fx.Node) -> bool:
+    """``user`` is a view scatter whose scattered value is ``write``'s result (through views and the scatters
+    of an enclosing view): the write-back of a write through a view, not a read of the old value."""
+    if not is_view_scatter(user):
+        return False
+    cur = user.args[1] if len(user.args) > 1 else None
+    for _ in range(64):
+        if cur is write:
+            return True
+        if not isinstance(cur, torch.fx.Node) or cur.op != "call_function":
+            return False
+        if is_view_scatter(cur):
+            cur = cur.args[1] if len(cur.args) > 1 else None
+        elif inductor_reinplace._is_view_op(cur.target):
+            cur = cur.args[0] if cur.args else None
+        else:
+            return False
+    return False
 
 
 def _meta_only(node: torch.fx.Node) -> bool:
@@ -195,6 +216,19 @@ def _later_uses(
     users = facts.uses_after(node, views, copy_node, mutated)
     if not users:
         return None
+    if mutated.op not in PLACEHOLDERS and all(_scatters_back(u, node) for u in users):
+        # the only "reads" are the scatters that put this write's result back into the buffer it is a view of:
+        # a write through a view of an intermediate copy of the pool (an earlier write's scatter), not a read
+        base = view_base(mutated)
+        return (
+            Cause.VIEW_NOT_WRITTEN_BACK,
+            (
+                f"`{mutated.name}` is a view of `{base.name}`, which the graph rebuilds by scattering this write's "
+                f"result back (`{users[0].name}`) instead of writing it in place: a write through a view of one "
+                "buffer, scattered back into the whole buffer"
+            ),
+            [base],
+        )
     outputs = [u for u in users if u.op == "output"]
     if outputs:
         # the graph returns (a view of) the buffer: the caller would see the write
