@@ -25,7 +25,7 @@ import contextlib
 import functools
 import time
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from unittest import mock
@@ -124,6 +124,9 @@ class Probe:
     pools: PoolIndex = field(default_factory=lambda: PoolIndex(None))
     # named pools some compiled graph received on some call
     received_pools: set[str] = field(default_factory=set)
+    # named pools an engine's opaque op reached by name while its compiled model ran, not as a graph input
+    # (vLLM's cache ops look each layer's kv_cache up in the forward context): never copied by Inductor
+    reached_by_name: Collection[str] = field(default_factory=set)
     # compile_checks.check.writes.regions.RegionWriteWatch: watches each compiled graph's runs for undeclared writes
     write_watch: Any = None
     _current_inner: InnerGraph | None = None
