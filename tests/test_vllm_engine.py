@@ -69,6 +69,17 @@ def test_vllm_served_model_passes_with_each_layer_cache_named_from_the_engine(tm
     assert gate.generated_code and all("def call(" in code for code in gate.generated_code.values())
     assert [_pool_sized_buffers(code, half) for code in gate.generated_code.values()] == [[]] * len(gate.generated_code)
     assert all(g.agrees and g.code_buffers == 0 for g in gate.generated), gate.generated
+    if arch == "llama":  # the guide shows this run's verdict: every line of it is what the gate printed
+        printed = gate.format()
+        assert all(line in printed for line in _guide_output()), (printed, _guide_output())
+
+
+def _guide_output() -> list[str]:
+    """The lines of the passing run the guide (docs/guides/vllm-engine.md) shows."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "guides" / "vllm-engine.md").read_text()
+    block = re.search(r"A passing run prints.*?```text\n(.*?)```", text, re.S)
+    assert block is not None, "the guide shows no passing run"
+    return [line for line in block.group(1).splitlines() if line.strip()]
 
 
 def test_cache_taken_into_the_graph_as_two_views_fails_with_each_layer_copied(tmp_path: Path) -> None:
