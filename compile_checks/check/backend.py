@@ -124,9 +124,6 @@ class Probe:
     pools: PoolIndex = field(default_factory=lambda: PoolIndex(None))
     # named pools some compiled graph received on some call
     received_pools: set[str] = field(default_factory=set)
-    # named pools an engine's opaque op reached by name while its compiled model ran, not as a graph input
-    # (vLLM's cache ops look each layer's kv_cache up in the forward context): never copied by Inductor
-    reached_by_name: Collection[str] = field(default_factory=set)
     # compile_checks.check.writes.regions.RegionWriteWatch: watches each compiled graph's runs for undeclared writes
     write_watch: Any = None
     _current_inner: InnerGraph | None = None
@@ -143,6 +140,9 @@ class Probe:
     pool_tensors: dict[str, torch.Tensor] = field(default_factory=dict)
     # named pools a region call returned as another tensor (an out-of-place update rebound): pool_replaced
     identity: PoolIdentityWatch = field(default_factory=PoolIdentityWatch)
+    # named pools an engine's opaque op reached by name while its compiled model ran, not as a graph input
+    # (vLLM's cache ops look each layer's kv_cache up in the forward context): never copied by Inductor
+    reached_by_name: Collection[str] = field(default_factory=set)
 
     def set_pools(self, pools: Mapping[str, torch.Tensor] | None) -> None:
         self.pools = PoolIndex(pools)
