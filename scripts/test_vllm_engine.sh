@@ -15,7 +15,5 @@ start=$SECONDS
 bash scripts/setup_env.sh "$venv" "$lock"
 echo "[vllm-engine] $venv ready in $((SECONDS - start)) s ($(du -sh "$venv" | cut -f1) on disk)"
 export PYTHONHASHSEED=0 OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}" COMPILE_CHECKS_REQUIRE_VLLM_CPU=1
-# a small cache unless the caller sized it (vLLM's CPU default is 4 GiB); gate_llm also passes its own size
-export VLLM_CPU_KVCACHE_SPACE="${VLLM_CPU_KVCACHE_SPACE:-1}"
 "$venv/bin/python" -m pytest -q -n 0 -p no:cacheprovider --durations=5 tests/test_vllm_engine.py
 echo "[vllm-engine] done in $((SECONDS - start)) s"

@@ -51,10 +51,17 @@ def _vllm_cpu_build() -> None:
 
 
 @pytest.mark.parametrize("arch", ["llama", "qwen2"])
-def test_vllm_served_model_passes_with_each_layer_cache_named_from_the_engine(tmp_path: Path, arch: str) -> None:
-    from compile_checks.pipelines.vllm_engine import gate_llm
+def test_vllm_served_model_passes_with_each_layer_cache_named_from_the_engine(
+    tmp_path: Path, arch: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from compile_checks.pipelines.vllm_engine import DEFAULT_KV_CACHE_BYTES, gate_llm
 
+    if arch == "qwen2":  # vLLM's legacy variable would override the cache size the gate passes: ignored, said
+        monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")
     gate = gate_llm(write_model(tmp_path / arch, arch))
+    assert sum(layer.nbytes for layer in gate.layers) == DEFAULT_KV_CACHE_BYTES, gate.layers
+    if arch == "qwen2":
+        assert any(n.startswith("VLLM_CPU_KVCACHE_SPACE=1 ignored") for n in gate.notes), gate.notes
     assert gate.passed, gate.format()
     # vLLM's model runner compiled the model (dynamo trace-once, Inductor with vLLM's options) and ran it
     assert gate.compilation["mode"] == "DYNAMO_TRACE_ONCE" and gate.compilation["backend"] == "inductor"

@@ -46,6 +46,7 @@ DEFAULT_LLM_KWARGS: dict[str, Any] = {
 }
 # the engine stays in this process (the check's probe lives here), and nothing is fetched
 _ENGINE_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+KV_CACHE_SPACE_ENV = "VLLM_CPU_KVCACHE_SPACE"
 
 
 @dataclass(frozen=True)
@@ -124,18 +125,13 @@ class EngineGate:
 
 @contextlib.contextmanager
 def engine_env() -> Iterator[None]:
-    """vLLM's CPU platform (:func:`vllm_env`) with the engine core in this process and nothing fetched."""
-    with vllm_env():
-        saved = {k: os.environ.get(k) for k in _ENGINE_ENV}
+    """vLLM's CPU platform (:func:`vllm_env`) with the engine core in this process and nothing fetched;
+    ``VLLM_CPU_KVCACHE_SPACE`` unset (it would override the cache size :func:`gate_llm` passes)."""
+    with vllm_env():  # restores os.environ exactly on exit
         os.environ.update(_ENGINE_ENV)
-        try:
-            yield
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
+        # vLLM's CPU platform lets this legacy variable override kv_cache_memory_bytes: gate_llm's size wins
+        os.environ.pop(KV_CACHE_SPACE_ENV, None)
+        yield
 
 
 def gate_llm(
@@ -157,6 +153,7 @@ def gate_llm(
     if not (folder / "config.json").is_file():
         raise FileNotFoundError(f"{folder} holds no config.json: gate_llm serves a local folder (save_pretrained)")
     kwargs = {**DEFAULT_LLM_KWARGS, "kv_cache_memory_bytes": kv_cache_memory_bytes, **dict(llm_kwargs or {})}
+    ignored = os.environ.get(KV_CACHE_SPACE_ENV)
     with engine_env():
         _require_cpu_build()
         vllm = vllm_module("vllm")
@@ -178,6 +175,8 @@ def gate_llm(
         # the next engine in this process initialises vLLM's process groups again
         vllm_module("vllm.distributed.parallel_state").cleanup_dist_env_and_memory()
     gate = EngineGate(report, layers, _generated(check, layers), token_ids, compilation, list(dict.fromkeys(notes)))
+    if ignored:
+        gate.notes.append(f"{KV_CACHE_SPACE_ENV}={ignored} ignored: the cache was {kwargs['kv_cache_memory_bytes']} B")
     gate.generated_code = {r.index: "\n".join(i.generated_code for i in r.inner) for r in check.probe.regions}
     gate.notes += [f"cache op reached {n!r} while it was not the tensor the check names" for n in sorted(caches.stale)]
     say(f"{'PASS' if gate.passed else 'FAIL'}: {len(report.clones)} pool copies, {len(gate.problems)} problems")
