@@ -152,6 +152,10 @@ def _run(args: argparse.Namespace) -> int:
         return run_merge(args)
     if command == "scan":
         return _scan(args)
+    if command == "engine":
+        from compile_checks.pipelines.vllm_engine_command import run_engine  # lazy: imports torch and vLLM
+
+        return run_engine(args)
     _check_run_options(args, command)
     config = _config(args)
     mode = _gate_mode(args, command, config)

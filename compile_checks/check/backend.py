@@ -25,7 +25,7 @@ import contextlib
 import functools
 import time
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from unittest import mock
@@ -146,6 +146,9 @@ class Probe:
     pool_tensors: dict[str, torch.Tensor] = field(default_factory=dict)
     # named pools a region call returned as another tensor (an out-of-place update rebound): pool_replaced
     identity: PoolIdentityWatch = field(default_factory=PoolIdentityWatch)
+    # named pools an engine's opaque op reached by name while its compiled model ran, not as a graph input
+    # (vLLM's cache ops look each layer's kv_cache up in the forward context): never copied by Inductor
+    reached_by_name: Collection[str] = field(default_factory=set)
 
     def set_pools(self, pools: Mapping[str, torch.Tensor] | None) -> None:
         self.pools = PoolIndex(pools)

