@@ -76,5 +76,6 @@ def test_a_dropped_roll_is_a_lost_write() -> None:
     k0 = found["layer0.k"]
     assert k0.kind == WriteProblem.LOST_WRITE and "sf_rolling_tests::hidden_roll" in k0.details["eager_writers"]
     assert k0.details["dim"] == 1 and k0.rows == (0, 1, 2, 3)  # the rolled tokens kept their old values
-    # layer 0's V (its roll still in the graph, its values independent of K) is as eager left it
-    assert "layer0.v" not in found and {"layer1.k", "layer1.v"} <= set(found)
+    # each layer's V (its roll still in the graph) is as eager left it: every call is compared on its own
+    # inputs, so layer 1 is not blamed for what layer 0's lost roll did to its input
+    assert set(found) == {"layer0.k", "layer1.k"}

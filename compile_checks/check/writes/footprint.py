@@ -48,8 +48,11 @@ class Footprint:
 
     @classmethod
     def along(cls, t: torch.Tensor, dim: int, index: torch.Tensor) -> Footprint:
-        """The slices ``index`` of ``t`` along ``dim`` (``index_copy_``, ``index_fill_``, a paged slot write)."""
+        """The slices ``index`` of ``t`` along ``dim`` (``index_copy_``, ``index_fill_``, a paged slot write);
+        negative indices count from the end (``index_fill_`` takes them)."""
         index = index.detach().reshape(-1).to(torch.long).clone()
+        if t.dim() > 0:
+            index = torch.where(index < 0, index + t.shape[dim], index)
         return cls(t, lambda x: x.index_select(dim, index), lambda x, saved: x.index_copy_(dim, index, saved))
 
     @classmethod
