@@ -110,3 +110,13 @@ def negative_fill_dropped(pool: torch.Tensor, rows: torch.Tensor, k: torch.Tenso
 def counted(pool: torch.Tensor, rows: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     counted_write(pool, k[0])
     return k * 2
+
+
+@torch.library.custom_op("w39_tests::hidden_slot_write", mutates_args=())
+def hidden_slot_write(k: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
+    """A paged write ``[blocks, block_size, H, D]`` by flat slot (``block * block_size + offset``), undeclared."""
+    CONTEXT["pool"].flatten(0, 1).index_copy_(0, slots, k)
+    return _dummy(k)
+
+
+hidden_slot_write.register_fake(lambda k, slots: _dummy(k))

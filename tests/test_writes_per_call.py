@@ -177,7 +177,9 @@ def test_a_finding_names_the_region_the_call_and_repeats() -> None:
     case = Case("named", ops.int32_dropped, pools={"pool": pool}, driver=lambda f: [f(pool, rows, k) for _ in range(6)])
     [f] = _findings(run_case(case, analysis_only=True))
     assert f.message.startswith("region 0 (int32_dropped (_writes_call_ops.py:"), f.message
-    assert "call 1 of 6: pool 'pool': dim 0 [2] of [8, 4]" in f.message and "again in 5 later call(s) (2-6)" in f.message
+    assert (
+        "call 1 of 6: pool 'pool': dim 0 [2] of [8, 4]" in f.message and "again in 5 later call(s) (2-6)" in f.message
+    )
     assert f.details["calls"] == [1, 2, 3, 4, 5, 6] and f.region == 0
 
 

@@ -35,9 +35,9 @@ __all__ = [
     "Expectation",
     "case_result",
     "check_session",
+    "checks_writes",
     "normalized_expectation",
     "pipeline_label",
     "run_case",
     "run_findings",
-    "checks_writes",
 ]

@@ -126,8 +126,8 @@ class CallWriteCheck:
                 return compiled(*args, **kwargs)
             self.peak_saved_bytes = max(self.peak_saved_bytes, ref.saved_bytes)
             out = compiled(*args, **kwargs)
-            for e in ref.errors:
-                self._error(region, call, e)
+            for error in ref.errors:
+                self._error(region, call, error)
             self.notes += [n for n in ref.notes if n not in self.notes]
             if any(not w.restored for w in ref.pools.values()):
                 self._diverged.add(region)

@@ -272,8 +272,8 @@ def eager_reference(
         torch.set_rng_state(rng)
         if cuda_rng is not None:
             torch.cuda.set_rng_state_all(cuda_rng)
-    for n, w in written.items():
-        w.before = flat_view(pools[n])[w.offsets].to(w.eager.device)
+    for n, pw in written.items():
+        pw.before = flat_view(pools[n])[pw.offsets].to(pw.eager.device)
     ref = EagerReference(written, saved_bytes=log.saved_bytes)
     ref.errors += [f"the eager run could not undo a write of {f}" for f in failed]
     for op, nbytes in sorted(log.saved_whole.items()):
