@@ -1,8 +1,8 @@
 """Self-Forcing's rolling local window under the write check (the default ``Case``: ``check_writes`` on).
 
-The eager reference runs the case first and must put back every tensor it writes, the index tensors in
-each layer's ``kv_cache`` dict included: before, the compiled run started from the eager run's indices and
-failed to compile (``expand: ... 12 -> 0``). Checked here on a 2-layer stack whose 2-chunk window rolls
+Each compiled call's graph runs eagerly first and must put back every tensor it writes, the index tensors
+in each layer's ``kv_cache`` dict included: otherwise the compiled call starts from the eager run's indices
+(once, with a whole-driver replay, it failed to compile: ``expand: ... 12 -> 0``). Checked here on a 2-layer stack whose 2-chunk window rolls
 twice in 4 chunks: no run finding, compiled == eager, and after the case the caches and index tensors are
 what ONE run leaves. Negative control: the roll of K through an op declared pure is dropped by the compiled
 run, a ``lost_write`` (seen only since SDPA, tagged ``nondeterministic_seeded`` for its dropout, no longer
@@ -37,7 +37,7 @@ def rolled() -> tuple[CaseResult, list[dict[str, torch.Tensor]]]:
 
 def test_the_rolling_window_gates_with_the_write_check_on(rolled) -> None:
     result, _ = rolled
-    assert result.case.check_writes  # the default: the eager reference ran first
+    assert result.case.check_writes  # the default: every compiled call was checked against its eager graph
     assert result.report.run_findings == [] and result.check_errors == [] and result.passed, result.failure_reasons()
     assert result.report.unanalysed == []
     # the copies are the roll's (a pool slice_scatter'ed with a slice of itself), every pool; the rolling chunks

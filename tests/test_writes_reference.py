@@ -1,14 +1,14 @@
-"""The lost-write check's eager reference: same state, same engine, randomness, exact compare, its cost.
+"""The lost-write check's eager run (``eager_reference``, one per compiled call): restore, RNG, compare, cost.
 
 Unit tests of the undo log (no compile): every tensor the eager run writes is put back (a 0-dim counter,
 an index tensor in a dict, a module buffer), tensors made during the run are not saved, the pre-images
 hold only the written elements, an opaque op's registered footprint replaces saving it whole, and a
 write no dispatch mode can see fails loudly (never silently). Cases (analysis-only): a StaticCache-like
 ``[B, H, L, D]`` cache written along L with a tensor counter passes, its dropped twin is a ``lost_write``
-named along dim 2; a Python-int position counter is ``diverged_state`` pointing at ``Case(reset=...)`` and
-passes with it; sampled noise passes while a dropped noisy write is caught; a bf16 pool holding one large
-value does not hide a lost row; a compile hook returning a block list gets the same kind of object in
-the eager reference and leaves no dynamo state behind.
+named along dim 2; a Python-int position counter needs no ``reset`` (the host loop runs once); sampled
+noise passes while a dropped noisy write is caught; a bf16 pool holding one large value does not hide a
+lost row; a compile hook returning a block list is driven once and leaves the same dynamo graphs as
+without the check.
 """
 
 from __future__ import annotations
