@@ -222,3 +222,27 @@ def test_the_compiled_call_sees_the_rng_state_it_would_have_had(monkeypatch: pyt
     monkeypatch.setattr(torch, "set_rng_state", lambda state: None)
     run(True)
     assert after[2] != after[0]
+
+
+def test_a_call_holds_what_it_writes_not_the_pool() -> None:
+    """The wrapper alone (no compile): the eager graph's pre-images are the call's written rows; the
+    artifact dropping the write is a lost_write at that call. Negative control: a whole-pool op holds the pool."""
+    from compile_checks.check.writes.calls import CallWriteCheck
+
+    pool = torch.zeros(4096, 64)  # 1 MiB
+    rows, k = torch.tensor([7, 9]), torch.ones(2, 64)
+    check = CallWriteCheck(lambda: {"pool": pool})
+
+    def graph(pool: torch.Tensor, rows: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        return pool.index_copy_(0, rows, k)
+
+    ok = check.wrap(0, graph, graph)
+    dropped = check.wrap(1, graph, lambda pool, rows, k: pool)
+    ok(pool, rows, k)
+    assert check.peak_saved_bytes == 2 * 64 * 4 and check.findings() == []
+    dropped(pool.zero_(), rows, k)
+    [f] = check.findings()
+    assert f.kind == WriteProblem.LOST_WRITE and f.rows == (7, 9) and "region 1, call 1 of 1" in f.message
+    whole = CallWriteCheck(lambda: {"pool": pool})
+    whole.wrap(0, lambda p: p.add_(1), lambda p: p.add_(1))(pool)
+    assert whole.peak_saved_bytes == pool.numel() * 4
