@@ -30,6 +30,7 @@ from compile_checks.check.recompile_limit import (
 )
 from compile_checks.check.recompiles import RecompileLog, recompile_table, recording_reasons
 from compile_checks.check.trace_artifacts import log_findings
+from compile_checks.check.writes.calls import CallWriteCheck
 from compile_checks.check.writes.regions import RegionWriteWatch
 from compile_checks.errors import CompileChecksError, UsageError
 from compile_checks.explain.culprit_pass import PostGradRecorder
@@ -75,6 +76,7 @@ class CloneCheck:
         allow_unanalysed: bool = False,
         explain: bool = True,
         values: NoValues | None = None,
+        check_writes: bool = False,
     ) -> None:
         # a callable is kept and re-read (refresh_pools) so an engine that rebuilds its cache is followed
         self.pools_source = pools
@@ -105,6 +107,9 @@ class CloneCheck:
         # writes an opaque op makes without declaring them, and recompiles (compile_checks.check.writes/recompiles)
         if self.no_values is None:
             self.probe.write_watch = RegionWriteWatch(self.pools, self.probe.received_pools)
+            # check_writes: each compiled call against its own captured graph run eagerly (lost writes)
+            if check_writes:
+                self.probe.call_writes = CallWriteCheck(lambda: self.probe.pool_tensors, self._region_label)
         self.recompile_log = RecompileLog()
         self.limit_log = (
             LimitLog()
@@ -118,6 +123,12 @@ class CloneCheck:
         self.report: CloneReport | None = None
         self.depyf: DepyfDump | None = None  # the guarded depyf session while dumping (its failures)
         self._stack: contextlib.ExitStack | None = None
+
+    def _region_label(self, index: int) -> str:
+        """``region 2 (forward, blocks_dit.py:127)``: a region as write-check messages name it."""
+        region = self.probe.regions[index] if index < len(self.probe.regions) else None
+        code = region.code if region is not None else ""
+        return f"region {index} ({code})" if code else f"region {index}"
 
     @property
     def backend(self) -> Callable[..., Any]:
@@ -188,6 +199,10 @@ class CloneCheck:
         report.recompiles = recompile_table(self.probe.regions, self.recompile_log)
         if self.probe.write_watch is not None:
             report.run_findings += self.probe.write_watch.findings()
+        if self.probe.call_writes is not None:
+            report.run_findings += self.probe.call_writes.findings()
+            report.errors += self.probe.call_writes.errors
+            report.notes += [n for n in self.probe.call_writes.notes if n not in report.notes]
         if self.no_values is not None:
             report.notes.append(self.no_values.note())
         raised = raised_by_limit(exc)

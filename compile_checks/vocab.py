@@ -125,7 +125,7 @@ __all__ += ["ExitCode", "Mode"]
 class WriteProblem(StrEnum):
     """What the write checks found (compile_checks.check.writes): a pool write the compiled run lost or hid."""
 
-    # the compiled run left rows of a named pool different from the eager run's (a dropped or wrong write)
+    # a compiled call left elements of a named pool different from its graph run eagerly (a dropped or wrong write)
     LOST_WRITE = "lost_write"
     # an opaque op wrote a named pool while its schema declares no mutation of it
     UNDECLARED_WRITE = "undeclared_write"
@@ -135,8 +135,8 @@ class WriteProblem(StrEnum):
     DROPPED_WRITE_OP = "dropped_write_op"
     # vLLM's KV-update op's dummy output feeds nothing Inductor must keep (codegen may drop it)
     UNANCHORED_WRITE_OP = "unanchored_write_op"
-    # the compiled run left the eager reference's writes undone and wrote elsewhere: the two runs started
-    # from different states (Python-side state the check cannot restore: Case(reset=...))
+    # a compiled call and its eager graph did not start from the same state (a write the check could not
+    # undo, or an op keeping state outside the tensors it is given): never blamed as a lost write
     DIVERGED_STATE = "diverged_state"
 
 

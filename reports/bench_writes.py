@@ -13,16 +13,13 @@ process (one process per point: peak memory is per process, and no point inherit
   not Python objects: ``tracemalloc`` does not see them); on CUDA ``torch.cuda.max_memory_allocated``
   minus what was allocated at the baseline. Reported: each mode's extra, and the check's extra over
   plain compile as a fraction of the pools (target: <= 0.25x at 0.5 GiB).
-* **time**: examples/engine_blocks' per-block engine at ``--blocks`` blocks, no compile at all (Inductor
-  compiles would swamp the numbers): the eager rollout (median of ``--repeats``), the eager
-  reference the check takes (``write_reference``: snapshot, the rollout under the watcher, restore),
-  its compare, and the watch of the compiled run, approximated by the same eager rollout under the
-  regions' watcher minus the plain rollout (an upper bound: eagerly every ATen op passes the watcher,
-  compiled only the opaque ones do; its "mode floor" is what a dispatch mode that only passes each op
-  through costs the same rollout). ``write_check`` = reference + compare + watch, reported as a
-  multiple of the eager rollout (target: <= 1.5x at 48 blocks). The parts are timed in interleaved
-  rounds (each part once per round, ``--repeats`` rounds); each figure is a median over the rounds,
-  the multiple the median of the per-round multiples.
+* **time** (and memory at production size): :mod:`reports.bench_writes_dit`, a DiT stack of ``--blocks``
+  blocks (hidden ``--hidden``, ``--tokens`` tokens per chunk, paged K/V pools per block sized for
+  ``--pool-chunks`` chunks), dynamo-captured with no Inductor, rolled out plain and under the per-call write
+  check in interleaved rounds: ``write_check`` = checked - plain, as a multiple of the plain (eager) rollout
+  (target: <= 1.5x), and the checked rollout's extra peak RSS as a fraction of the pools (target: <= 0.25x,
+  flat in the pools' size: compare two ``--pool-chunks``). ``--small`` is a CI-fast setting (hidden 128,
+  32 tokens).
 
 Results go to ``reports/results/bench_writes.json`` (``--out``) and a table is printed. Not a test:
 run it by hand (``--sizes-gib 0.5 --blocks 4 16`` for a quick look). Each process uses one thread.
@@ -35,7 +32,6 @@ import contextlib
 import json
 import os
 import resource
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -116,101 +112,6 @@ def memory_point(pool_bytes: int, mode: str, device_name: str, analysis_only: bo
     return {"kind": "memory", "mode": mode, "pool_bytes": actual, "seconds": time.perf_counter() - t0, **mem}
 
 
-def _rounds(fns: dict[str, Callable[[], Any]], repeats: int) -> list[dict[str, float]]:
-    """Seconds of each function, run in interleaved rounds (all of them once per round), so a machine
-    that is busier in one moment slows every part of that round alike."""
-    out = []
-    for _ in range(repeats):
-        times = {}
-        for name, fn in fns.items():
-            t0 = time.perf_counter()
-            fn()
-            times[name] = time.perf_counter() - t0
-        out.append(times)
-    return out
-
-
-def _passthrough_mode() -> Any:
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    class Passthrough(TorchDispatchMode):
-        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-            return func(*args, **(kwargs or {}))
-
-    return Passthrough()
-
-
-def time_point(blocks: int, repeats: int) -> dict[str, Any]:
-    """Seconds of the write check's parts against an eager rollout of the per-block engine."""
-    sys.path.insert(0, str(ROOT / "examples" / "engine_blocks"))
-    from blocks_dit import BlocksConfig
-    from cases import build_case
-
-    from compile_checks.case.run_findings import write_reference
-    from compile_checks.check.writes.watcher import WriteWatcher
-    from compile_checks.pools import resolve_pools
-
-    case = build_case("bench", cfg=BlocksConfig(num_layers=blocks))  # builds its reference: a warm-up
-    model, driver = case.fn, case.driver
-    assert driver is not None
-    pools = resolve_pools(case.pools) or {}
-    ref = write_reference(case)
-    if isinstance(ref, str):
-        raise RuntimeError(ref)
-    try:  # one narrowing policy per check session, so per rollout (compile_checks.check.writes.reach)
-        from compile_checks.check.writes.reach import WriteReach
-
-        def watcher() -> Any:
-            return WriteWatcher(pools, reach=WriteReach())
-    except ImportError:  # a checker without it (an older one, for a before/after)
-
-        def watcher() -> Any:
-            return WriteWatcher(pools)
-
-    def watched() -> None:
-        with watcher():
-            driver(model)
-
-    def passthrough() -> None:  # what any Python dispatch mode costs an eager run, watching nothing
-        with _passthrough_mode():
-            driver(model)
-
-    rounds = _rounds(
-        {
-            "eager": lambda: driver(model),
-            "reference": lambda: write_reference(case),
-            "compare": lambda: ref.compare(pools),
-            "watched": watched,
-            "passthrough": passthrough,
-        },
-        repeats,
-    )
-
-    def median(part: Callable[[dict[str, float]], float]) -> float:
-        return statistics.median(part(r) for r in rounds)
-
-    eager = median(lambda r: r["eager"])
-    reference = median(lambda r: r["reference"])
-    compare = median(lambda r: r["compare"])
-    watch = median(lambda r: max(0.0, r["watched"] - r["eager"]))
-    floor = median(lambda r: max(0.0, r["passthrough"] - r["eager"]))
-    total = reference + compare + watch
-    ratio = median(lambda r: (r["reference"] + r["compare"] + max(0.0, r["watched"] - r["eager"])) / r["eager"])
-    return {
-        "kind": "time",
-        "blocks": blocks,
-        "pools": len(pools),
-        "pool_bytes": sum(p.numel() * p.element_size() for p in pools.values()),
-        "eager_rollout_s": eager,
-        "eager_reference_s": reference,
-        "compare_s": compare,
-        "region_watch_s": watch,
-        "dispatch_mode_floor_s": floor,  # part of region_watch_s: a mode that only passes every op through
-        "write_check_s": total,
-        "write_check_over_eager": ratio,  # the median of the per-round ratios
-    }
-
-
 # ---- the driver: one subprocess per point --------------------------------------------------------
 
 
@@ -254,18 +155,17 @@ def _memory_rows(results: list[dict[str, Any]]) -> list[str]:
 
 def _time_rows(results: list[dict[str, Any]]) -> list[str]:
     rows = [
-        "| blocks | eager rollout | eager reference | compare | region watch (mode floor) | write check | x eager |",
-        "|---|---|---|---|---|---|---|",
+        "| blocks | hidden x tokens | calls | pools | eager rollout | write check | x eager | extra peak | x pools |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         if "error" in r:
-            rows.append(f"| {r['blocks']} | error: {r['error']} | | | | | |")
+            rows.append(f"| {r['blocks']} | error: {r['error']} | | | | | | | |")
             continue
-        ms = [f"{r[k] * 1e3:.1f} ms" for k in ("eager_rollout_s", "eager_reference_s", "compare_s")]
-        ms.append(f"{r['region_watch_s'] * 1e3:.1f} ms ({r['dispatch_mode_floor_s'] * 1e3:.1f} ms)")
         rows.append(
-            f"| {r['blocks']} | " + " | ".join(ms) + f" | {r['write_check_s'] * 1e3:.1f} ms | "
-            f"{r['write_check_over_eager']:.2f}x |"
+            f"| {r['blocks']} | {r['hidden']} x {r['tokens']} | {r['calls']} | {r['pool_bytes'] / 2**20:.0f} MiB | "
+            f"{r['eager_rollout_s']:.2f} s | {r['write_check_s']:.2f} s | {r['write_check_over_eager']:.2f}x | "
+            f"{r['extra_peak_bytes'] / 2**20:.0f} MiB | {r['extra_peak_x_pools']:.3f}x |"
         )
     return rows
 
@@ -273,11 +173,15 @@ def _time_rows(results: list[dict[str, Any]]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m reports.bench_writes", description=__doc__.splitlines()[0])
     parser.add_argument("--sizes-gib", type=float, nargs="*", default=[0.5, 2.0], help="total pool sizes (memory)")
-    parser.add_argument("--blocks", type=int, nargs="*", default=[4, 16, 48], help="block counts (time)")
-    parser.add_argument("--repeats", type=int, default=5, help="timed runs per time point (median)")
+    parser.add_argument("--blocks", type=int, nargs="*", default=[4, 16], help="DiT blocks (time; up to 48)")
+    parser.add_argument("--hidden", type=int, default=1024, help="DiT hidden size (heads of 64)")
+    parser.add_argument("--tokens", type=int, default=256, help="tokens per chunk")
+    parser.add_argument("--pool-chunks", type=int, nargs="*", default=[8], help="chunks each block's pools hold")
+    parser.add_argument("--small", action="store_true", help="CI-fast: hidden 128, 32 tokens, 2 blocks, no memory")
+    parser.add_argument("--repeats", type=int, default=3, help="timed rounds per time point (median)")
     parser.add_argument("--device", default="cpu", help="cpu or cuda (memory points)")
     parser.add_argument("--full-compile", action="store_true", help="the check with Inductor's codegen (slow on CPU)")
-    parser.add_argument("--timeout", type=float, default=300.0, help="seconds per point")
+    parser.add_argument("--timeout", type=float, default=900.0, help="seconds per point")
     parser.add_argument("--out", type=Path, default=ROOT / "reports" / "results" / "bench_writes.json")
     parser.add_argument("--point", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -289,16 +193,23 @@ def main(argv: list[str] | None = None) -> int:
         if p["kind"] == "memory":
             out = memory_point(p["pool_bytes"], p["mode"], p["device"], p["analysis_only"])
         else:
-            out = time_point(p["blocks"], p["repeats"])
+            from reports.bench_writes_dit import dit_point
+
+            out = dit_point(p["blocks"], p["repeats"], p["hidden"], p["tokens"], p["pool_chunks"])
         print(json.dumps(out))
         return 0
     memory: list[dict[str, Any]] = []
     timing: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="bench_writes_inductor_") as cache:
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache  # the children's compiles stay out of the user's cache
+        if args.small:
+            args.blocks, args.hidden, args.tokens, args.sizes_gib = [2], 128, 32, []
         for blocks in sorted(args.blocks):
-            timing.append(_run_point({"kind": "time", "blocks": blocks, "repeats": args.repeats}, args.timeout))
-            print(_time_rows(timing[-1:])[-1], flush=True)
+            for chunks in args.pool_chunks:
+                point = {"kind": "time", "blocks": blocks, "repeats": args.repeats, "hidden": args.hidden}
+                point |= {"tokens": args.tokens, "pool_chunks": chunks}
+                timing.append(_run_point(point, args.timeout))
+                print(_time_rows(timing[-1:])[-1], flush=True)
         for gib in sorted(args.sizes_gib):
             for mode in MODES:
                 point = {
@@ -311,10 +222,11 @@ def main(argv: list[str] | None = None) -> int:
                 }
                 memory.append(_run_point(point, args.timeout))
                 print(f"  {gib} GiB {mode}: {memory[-1].get('extra', memory[-1].get('error'))}", flush=True)
-    table = ["## Memory (extra peak beyond the baseline)", *_memory_rows(memory), "", "## Time", *_time_rows(timing)]
+    table = ["## Memory (extra peak beyond the baseline)", *_memory_rows(memory), ""]
+    table += ["## Time (DiT stack, per-call write check)", *_time_rows(timing)]
     print("\n".join(table))
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    meta = {"device": args.device, "analysis_only": not args.full_compile, "repeats": args.repeats}
+    meta = {"device": args.device, "analysis_only": not args.full_compile, "repeats": args.repeats, "small": args.small}
     args.out.write_text(json.dumps({"meta": meta, "memory": memory, "time": timing}, indent=2) + "\n")
     print(f"wrote {args.out}")
     return 0

@@ -176,6 +176,7 @@ def test_top_level_reports_holds_no_alias_modules() -> None:
         "bench.py",
         "bench_hotpath.py",
         "bench_writes.py",
+        "bench_writes_dit.py",
     ]
     for name in ("reports.cli", "reports.traffic", "reports.plot", "reports.baseline"):
         assert importlib.util.find_spec(name) is None, name

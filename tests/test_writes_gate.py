@@ -62,7 +62,9 @@ def test_write_findings_fail_the_gate(cases_file: Path, capsys: pytest.CaptureFi
     assert [f["kind"] for f in by["lost"]["report"]["run_findings"]] == ["lost_write"]
     assert [f["kind"] for f in by["undeclared"]["report"]["run_findings"]] == ["undeclared_write"]
     assert not by["lost"]["passed"] and not by["undeclared"]["passed"]
-    assert any(e.startswith("lost_write: pool 'cache'") for e in by["lost"]["check_errors"])
+    assert any(
+        e.startswith("lost_write: region 0 ") and "call 1 of 1: pool 'cache'" in e for e in by["lost"]["check_errors"]
+    )
     assert main(["gate", f"{cases_file}:bad", "--no-progress"]) == code
     table = capsys.readouterr().out
     assert re.search(r"│ lost +│.*│ lost_write +│.*│ FAIL", table), table

@@ -18,7 +18,7 @@ zero-argument factory returning cases is what the CLI's targets accept).
 
 Modules: :mod:`.expectation` (``expect_clean`` per pipeline), :mod:`.definition` (the
 :class:`Case` dataclass), :mod:`.run` (:func:`run_case`, :func:`check_session`, :class:`CaseResult`),
-:mod:`.run_findings` (lost writes, recompiles). The names below are the package's public face.
+:mod:`.run_findings` (when the write check runs, recompiles). The names below are the package's public face.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from __future__ import annotations
 from compile_checks.case.definition import Case, pipeline_label
 from compile_checks.case.expectation import Expectation, ExpectClean, normalized_expectation
 from compile_checks.case.run import CaseResult, case_result, check_session, run_case
-from compile_checks.case.run_findings import run_findings, write_reference
+from compile_checks.case.run_findings import checks_writes, run_findings
 
 __all__ = [
     "Case",
@@ -35,9 +35,9 @@ __all__ = [
     "Expectation",
     "case_result",
     "check_session",
+    "checks_writes",
     "normalized_expectation",
     "pipeline_label",
     "run_case",
     "run_findings",
-    "write_reference",
 ]

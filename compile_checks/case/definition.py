@@ -61,15 +61,14 @@ class Case(Expectation):
         fullgraph / mode: ``torch.compile(fn, fullgraph=..., mode=...)`` of the plain compile (stock and
             vllm pipelines; a ``@support_torch_compile`` module compiles with vLLM's own settings; with
             ``compile`` the engine passes its own).
-        check_writes: with a ``driver`` or ``verify``, also run the case eagerly first (with ``compile``:
-            the same hook, run eagerly; every tensor it writes restored after) and fail a pool the
-            compiled run left different (``lost_write``), or that shows the two runs started apart
-            (``diverged_state``: see ``reset``); False for a driver that cannot run twice.
+        check_writes: with a ``driver`` or ``verify``, check every compiled call's writes: the region's
+            captured graph runs eagerly on the call's own inputs (its writes undone, RNG state put back),
+            then the compiled code, and a pool element the compiled call left different fails
+            (``lost_write``; ``diverged_state`` when the two did not start from the same state). The host
+            loop runs once; False turns the check off.
         max_recompiles: fail when dynamo recompiled a function more often than this; None: no limit.
-        reset: ``reset() -> None``, called before the eager reference run and again before the compiled
-            run: puts back the state the check cannot (the write check restores every tensor the eager run
-            writes, never Python-side state such as an ``int`` position counter or a lazily-built cache).
-            None: nothing to put back.
+        reset: ``reset() -> None``, called once before the run. The write check no longer needs it (it
+            never replays the host loop); kept for drivers that want their state set up by the case.
         inductor_cache: also run the case against the Inductor / AOTAutograd caches in this directory
             (``gate --inductor-cache DIR``, which takes precedence): fail when the artifact they serve
             copies other bytes than a cold compile (``cache_divergence``); None: the cold verdict only.
@@ -132,7 +131,7 @@ class Case(Expectation):
         if not isinstance(self.args, tuple):
             raise ValueError(f"Case {self.name!r}: args must be a tuple, got {type(self.args).__name__}")
         if self.reset is not None and not callable(self.reset):
-            raise ValueError(f"Case {self.name!r}: reset must be callable (called before each run) or None")
+            raise ValueError(f"Case {self.name!r}: reset must be callable (called before the run) or None")
         if self.compile is not None and not callable(self.compile):
             raise ValueError(f"Case {self.name!r}: compile must be callable (it receives the check's backend) or None")
         if (self.fullgraph or self.mode is not None) and self.compile is not None:

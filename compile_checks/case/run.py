@@ -1,8 +1,8 @@
 """:func:`run_case`, the one way a case is run, and the :class:`CaseResult` it (or a plugin session) yields.
 
 Apart from the :class:`~compile_checks.case.definition.Case` dataclass because running needs the
-checker (imported lazily, inside the functions), and apart from :mod:`.run_findings` (lost writes,
-recompiles) which is the eager side of the run.
+checker (imported lazily, inside the functions), and apart from :mod:`.run_findings` (whether the
+write check is on, recompiles).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from compile_checks import verdict
 from compile_checks.case.definition import Case
-from compile_checks.case.run_findings import run_findings, write_reference
+from compile_checks.case.run_findings import checks_writes, run_findings
 from compile_checks.case.without_values import without_values
 from compile_checks.pipelines import compile_for_pipeline, resolve
 
@@ -123,6 +123,7 @@ def check_session(
 
     settings = resolve(case)
     return CloneCheck(
+        check_writes=checks_writes(case),
         pools=case.pools if callable(case.pools) else (dict(case.pools) or None),
         functionalization=settings.functionalization,
         dump_dir=dump_dir,
@@ -169,8 +170,6 @@ def run_case(
     started = time.perf_counter()
     case, values = without_values(case)  # the one place the case is read for values
     check = check_session(case, analysis_only=analysis_only, dump_dir=dump_dir, values=values)
-    # lost writes: an eager run under an undo log (every write rolled back) to compare the pools with
-    reference = write_reference(case) if values is None else None
     if case.reset is not None:
         case.reset()
     with check:
@@ -186,7 +185,7 @@ def run_case(
         with case.grad_mode():
             output = case.driver(compiled) if case.driver is not None else compiled(*case.args, **dict(case.kwargs))
     assert check.report is not None
-    check.report.run_findings += run_findings(case, check.report, reference)
+    check.report.run_findings += run_findings(case, check.report)
     return case_result(case, check, output, started=started)
 
 

@@ -132,6 +132,8 @@ class Probe:
     received_pools: set[str] = field(default_factory=set)
     # compile_checks.check.writes.regions.RegionWriteWatch: watches each compiled graph's runs for undeclared writes
     write_watch: Any = None
+    # compile_checks.check.writes.calls.CallWriteCheck: each region call against its captured graph run eagerly
+    call_writes: Any = None
     _current_inner: InnerGraph | None = None
     _current_gm: torch.fx.GraphModule | None = None
     _preexisting: set[torch.fx.Node] = field(default_factory=set)
@@ -278,6 +280,7 @@ class Probe:
         if self._frame_start is not None:
             region.phase_seconds[Phase.DYNAMO] = t0 - max(self._frame_start, self._last_backend_end)
         inductor_metrics.reset()
+        eager = None if self.call_writes is None else self.call_writes.eager_copy(gm)  # before passes rewrite gm
         inner_compile = functools.partial(self._inner_compile, region=region)
         patches = {**(torch._inductor.list_mode_options(mode) if mode else {}), **dict(options or {})}
         compiled = compile_fx_module.compile_fx(gm, example_inputs, inner_compile=inner_compile, config_patches=patches)
@@ -288,6 +291,8 @@ class Probe:
         self._last_backend_end = end
         region.kernel_bytes = int(inductor_metrics.num_bytes_accessed)
         after = functools.partial(self._region_returned, region)
+        if eager is not None:
+            compiled = self.call_writes.wrap(region.index, eager, compiled)
         return _count_calls(compiled, region, self.refresh_pools, after)  # type: ignore[arg-type]  # a callable here
 
     def _region_returned(self, region: Region, out: Any) -> None:

@@ -14,14 +14,16 @@ an engine's KV cache write escapes that:
   op's kernel is redispatched below ``ADInplaceOrView``, so an in-place ATen op inside it bumps no
   ``_version`` (torch 2.13: 0 -> 0 with a mode, 0 -> 1 without), so the watcher compares per-row
   checksums of the pool's bits (:mod:`.checksums`).
-* **lost write**: the compiled run never wrote what eager wrote (AOT autograd's dead-code
+* **lost write**: a compiled call never wrote what its own graph writes eagerly (AOT autograd's dead-code
   elimination drops a no-mutation op whose output is unused before the post-grad graph; Inductor's
-  lowering/codegen drops one whose output only feeds a size-0 reduction). :func:`eager_reference`
-  runs the case eagerly under an undo log (:mod:`.undo`: the pre-image of exactly what each op call
-  writes, into any tensor that existed before), keeps the named pools' written elements, rolls every
-  write back, and :meth:`EagerReference.compare` reads the same elements after the compiled run:
-  never written (exact), written differently (per-row tolerance; by written-ness where values depend
-  on the RNG), or written elsewhere too (``diverged_state``: the runs started apart).
+  lowering/codegen drops one whose output only feeds a size-0 reduction). :class:`CallWriteCheck`
+  (:mod:`.calls`) wraps every compiled region: on each call it runs the region's captured dynamo graph
+  eagerly on the call's own inputs under an undo log (:func:`eager_reference`, :mod:`.undo`: the
+  pre-image of exactly what each op call writes), keeps the named pools' written elements, rolls every
+  write back (RNG state included), runs the compiled code and :meth:`EagerReference.compare` reads the
+  same elements: never written (exact), written differently (per-row tolerance; by written-ness where
+  values depend on the RNG), or, on a region's first call, written elsewhere too (``diverged_state``
+  when the two did not start from the same state). The host loop runs once: nothing is replayed.
 
 vLLM's own pattern (``vllm::unified_kv_cache_update`` whose dummy output feeds
 ``vllm::unified_attention_with_output``) is recognised: its writes are attributed to the
@@ -34,20 +36,23 @@ Cost: a compiled graph that calls no opaque op runs unwatched; one that does pay
 checksums (a read each, O(rows) memory on the pool's device) of each pool an opaque call can reach:
 those sharing storage with its arguments, every pool for an op reaching global state (vLLM's
 KV-update and attention ops, :func:`register_global_state_ops`) and on each op's first call of a
-session. The lost-write check costs one eager run of the case under the undo log and memory for the
-written elements (pre-images, eager's values, their offsets), plus a few checksum passes over the pools.
+session. The lost-write check costs one eager run of each compiled call under the undo log and memory
+for what that call wrote (pre-images, eager's values, their offsets), plus, on each region's first
+call, a checksum pass over the pools the call can reach.
 
 Modules: :mod:`.ops` (which ops are trusted, what a call declares it writes), :mod:`.rows` (row
 diffs), :mod:`.checksums` (per-row checksums), :mod:`.reach` (which pools an opaque call can reach),
 :mod:`.watcher` (the dispatch mode), :mod:`.regions` (compiled regions: undeclared writes,
 anchoring, generated code), :mod:`.footprint` (what one call writes; the registry for opaque ops),
 :mod:`.undo` (the undo log), :mod:`.positions` (positions in a pool's own terms, per-dim checksums),
-:mod:`.lost` (lost writes, the eager reference), :mod:`.finding` (what they report). The names below
+:mod:`.lost` (one eager run and its compare), :mod:`.calls` (the per-call check), :mod:`.finding` (what
+they report). The names below
 are the package's public face.
 """
 
 from __future__ import annotations
 
+from compile_checks.check.writes.calls import CallWriteCheck
 from compile_checks.check.writes.finding import WriteFinding
 from compile_checks.check.writes.footprint import Footprint, register_write_footprint
 from compile_checks.check.writes.lost import ROW_TOLERANCE, EagerReference, eager_reference, tensors_in
@@ -71,6 +76,7 @@ __all__ = [
     "TRUSTED_NAMESPACES",
     "VLLM_ATTENTION_OPS",
     "VLLM_KV_UPDATE_OPS",
+    "CallWriteCheck",
     "EagerReference",
     "Footprint",
     "ObservedWrite",

@@ -40,6 +40,7 @@ class Footprint:
     tensor: torch.Tensor
     select: Select | None = None  # None: the whole tensor
     put: Restore | None = None
+    along_dim: tuple[int, torch.Tensor] | None = None  # (dim, index) of :meth:`along`: offsets without grids
 
     @classmethod
     def whole(cls, t: torch.Tensor) -> Footprint:
@@ -48,9 +49,17 @@ class Footprint:
 
     @classmethod
     def along(cls, t: torch.Tensor, dim: int, index: torch.Tensor) -> Footprint:
-        """The slices ``index`` of ``t`` along ``dim`` (``index_copy_``, ``index_fill_``, a paged slot write)."""
+        """The slices ``index`` of ``t`` along ``dim`` (``index_copy_``, ``index_fill_``, a paged slot write);
+        negative indices count from the end (``index_fill_`` takes them)."""
         index = index.detach().reshape(-1).to(torch.long).clone()
-        return cls(t, lambda x: x.index_select(dim, index), lambda x, saved: x.index_copy_(dim, index, saved))
+        if t.dim() > 0:
+            index = torch.where(index < 0, index + t.shape[dim], index)
+        return cls(
+            t,
+            lambda x: x.index_select(dim, index),
+            lambda x, saved: x.index_copy_(dim, index, saved),
+            along_dim=(dim, index) if t.dim() > 0 and t.shape[dim] > 0 else None,
+        )
 
     @classmethod
     def indexed(cls, t: torch.Tensor, indices: Sequence[torch.Tensor | None]) -> Footprint:
@@ -99,9 +108,18 @@ class Footprint:
         one int64 per selected element per dim, never the tensor's size.
         """
         t = self.tensor
+        if self.along_dim is not None:  # the offsets of one slice, shifted by each index's stride
+            dim, index = self.along_dim
+            one = Footprint(t.select(dim, 0)).offsets() - t.storage_offset()
+            starts = index.to(t.device) * t.stride(dim) + t.storage_offset()
+            shape = [-1] + [1] * (t.dim() - 1)
+            moved = starts.reshape(shape) + one.reshape(t.select(dim, 0).shape).unsqueeze(0)
+            return moved.movedim(0, dim).reshape(-1)
         out = torch.full((), t.storage_offset(), dtype=torch.long, device=t.device)
         if t.dim() == 0:
             return out.reshape(1)
+        if self.select is None and t.is_contiguous():
+            return torch.arange(t.numel(), device=t.device) + out
         total = None
         for d, (size, stride) in enumerate(zip(t.shape, t.stride(), strict=True)):
             shape = [1] * t.dim()

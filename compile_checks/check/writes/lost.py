@@ -1,30 +1,30 @@
-"""Lost writes: the compiled run never wrote what eager wrote; the eager reference it is compared with.
+"""Lost writes: the compiled run did not write what the eager run wrote; the eager reference it is compared with.
 
 AOT autograd's dead-code elimination drops a no-mutation op whose output is unused before the
 post-grad graph; Inductor's lowering/codegen drops one whose output only feeds a size-0 reduction.
-Neither shows in any graph the copy check reads, so :func:`eager_reference` runs the case eagerly
-under an :class:`~.undo.UndoLog` (the pre-image of every element any op writes into any tensor that
-existed before), keeps, per named pool, the elements eager wrote (storage offsets, values before,
-values after, whether they depend on the RNG), rolls every write back, and checks with per-dim
-checksums that the pools are as they started. :meth:`EagerReference.compare` then reads the same
-elements after the compiled run:
+Neither shows in any graph the copy check reads, so :func:`eager_reference` runs the code eagerly
+(:mod:`.calls`: one compiled call's own captured graph, on that call's inputs) under an
+:class:`~.undo.UndoLog` (the pre-image of every element any op writes into any tensor that existed
+before), keeps, per named pool, the elements eager wrote (storage offsets in the pool's own elements,
+whatever dtype view wrote them; values after; whether they depend on the RNG), rolls every write back
+and reads the same elements again (their values before). :meth:`EagerReference.compare` then reads
+them after the compiled run:
 
 * an element eager changed that the compiled run left as it was: never written (``lost_write``);
 * a deterministic element the compiled run wrote differently: beyond a per-row tolerance (the row is
   the last dim: one K/V vector), so one large value elsewhere cannot hide a lost row;
 * an element that depends on the RNG is compared by whether it was written, never by value;
-* elements written only by the compiled run are found by per-dim checksums; when the compiled run
-  left eager's elements unwritten (or wrote them differently) and wrote others, the runs started apart
-  (Python-side state the check cannot restore, such as a sliding window's fill level):
-  ``diverged_state``, pointing at ``Case(reset=...)``, never ``lost_write``.
+* on a scanned pool (per-dim checksums taken before the run), elements written only by the compiled
+  run; when the compiled run also left eager's elements unwritten, or the rollback did not put the
+  pool back, the two runs did not start from the same state: ``diverged_state``, never ``lost_write``.
 
 Cost: one eager run under the log; extra memory O(elements written): pre-images, eager's values and
-one storage offset per written element, plus the pools' per-dim checksums.
+one storage offset per written element; a scanned pool adds one checksum per index of each dim.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,45 +51,68 @@ HOST_BYTES = 64 << 20
 
 @dataclass
 class PoolWrites:
-    """The elements of one named pool the eager run wrote."""
+    """The elements of one named pool the eager run wrote (and, when scanned, the pool's per-dim checksums)."""
 
-    offsets: torch.Tensor  # storage offsets, unique
-    before: torch.Tensor  # values at the start
+    offsets: torch.Tensor  # storage offsets in the pool's elements, unique
+    before: torch.Tensor  # values at the start (read back after the rollback)
     eager: torch.Tensor  # values after the eager run
     random: torch.Tensor  # bool: the last write depended on the RNG
     writers: list[str]
-    checksums: list[torch.Tensor]  # per-dim checksums of the pool at the start
+    checksums: list[torch.Tensor] | None = None  # per-dim checksums at the start; None: not scanned
+    restored: bool = True  # the rollback put the pool back (checked when scanned)
 
 
-def _pool_writes(pool: torch.Tensor, writes: list[LoggedWrite], checksums: list[torch.Tensor]) -> PoolWrites:
+def _pool_offsets(pool: torch.Tensor, w: LoggedWrite) -> torch.Tensor | None:
+    """The storage offsets, in ``pool``'s elements, of the elements a logged write wrote (a dtype view of the
+    pool, fp8 over uint8, complex over float, int32 over float32, writes whole or partial pool elements)."""
+    o = w.footprint.offsets().to(pool.device)
+    if o.numel() != w.saved.numel():  # the tensor was resized since: its rollback fails and says so
+        return None
+    written, own = w.footprint.tensor.element_size(), pool.element_size()
+    if written == own:
+        return o
+    if written > own and written % own == 0:  # each written element spans several of the pool's
+        ratio = written // own
+        return (o.unsqueeze(1) * ratio + torch.arange(ratio, device=o.device)).reshape(-1)
+    return (o * written).div(own, rounding_mode="floor")  # a part of one of the pool's elements
+
+
+def _pool_writes(pool: torch.Tensor, writes: list[LoggedWrite]) -> PoolWrites:
     # a pool that is its whole storage holds every offset of it: no coordinates needed to tell
     whole = pool.is_contiguous() and pool.storage_offset() == 0 and flat_view(pool).numel() == pool.numel()
-    offs, vals, rand, writers = [], [], [], []
+    offs, rand, writers = [], [], []
     for w in writes:
-        if w.saved.dtype != pool.dtype:
+        o = _pool_offsets(pool, w)
+        if o is None:
             continue
-        o = w.footprint.offsets().to(pool.device)
-        if o.numel() != w.saved.numel():  # the tensor was resized since: its rollback fails and says so
+        if not whole:
+            inside = coordinates(pool, o)[1]
+            if not bool(inside.all()):
+                o = o[inside]
+        if o.numel() == 0:
             continue
-        inside = torch.ones_like(o, dtype=torch.bool) if whole else coordinates(pool, o)[1]
-        if not bool(inside.any()):
-            continue
-        offs.append(o[inside])
-        vals.append(w.saved.reshape(-1)[inside])
-        rand.append(torch.full((int(inside.sum()),), w.random, dtype=torch.bool, device=pool.device))
+        offs.append(o)
+        rand.append(w.random)
         writers += [] if w.op in writers else [w.op]
     if not offs:
         empty = torch.empty(0, dtype=torch.long, device=pool.device)
-        return PoolWrites(empty, pool.new_empty(0), pool.new_empty(0), empty.bool(), [], checksums)
-    o, v, r = torch.cat(offs), torch.cat(vals), torch.cat(rand)
-    uniq, inverse = torch.unique(o, return_inverse=True)
-    order = torch.arange(o.numel(), device=o.device)
-    first = torch.full_like(uniq, o.numel()).scatter_reduce(0, inverse, order, "amin")
-    last = torch.full_like(uniq, -1).scatter_reduce(0, inverse, order, "amax")
+        return PoolWrites(empty, pool.new_empty(0), pool.new_empty(0), empty.bool(), [])
+    o = torch.cat(offs) if len(offs) > 1 else offs[0]
+    if all(rand) or not any(rand):  # one flag for every element: no per-element tensor to build
+        r = torch.full((o.numel(),), rand[0], dtype=torch.bool, device=pool.device)
+    else:
+        r = torch.cat([torch.full((x.numel(),), f, dtype=torch.bool, device=pool.device) for x, f in zip(offs, rand)])
+    # one write whose offsets are already sorted and unique (a slot write in order): nothing to sort
+    if len(offs) == 1 and (o.numel() < 2 or bool((o[1:] > o[:-1]).all())):
+        uniq, last_random = o, r
+    else:
+        uniq, inverse = torch.unique(o, return_inverse=True)
+        order = torch.arange(o.numel(), device=o.device)
+        last_random = r[torch.full_like(uniq, -1).scatter_reduce(0, inverse, order, "amax")]
     eager = flat_view(pool)[uniq]
     if eager.numel() * eager.element_size() > HOST_BYTES:
         eager = eager.cpu()
-    return PoolWrites(uniq, v[first], eager, r[last], writers, checksums)
+    return PoolWrites(uniq, pool.new_empty(0), eager, last_random, writers)
 
 
 @dataclass
@@ -101,17 +124,21 @@ class EagerReference:
     errors: list[str] = field(default_factory=list)
     saved_bytes: int = 0
 
-    def compare(self, pools: Mapping[str, torch.Tensor]) -> list[WriteFinding]:
-        """A ``lost_write`` (or ``diverged_state``) per pool the compiled run left different from eager."""
+    def compare(self, pools: Mapping[str, torch.Tensor], *, scan: bool = True) -> list[WriteFinding]:
+        """A ``lost_write`` (or ``diverged_state``) per pool the compiled run left different from eager.
+
+        ``scan``: also look, in the scanned pools, for elements written only by the compiled run."""
         found = []
         for name, ref in self.pools.items():
+            if ref.offsets.numel() == 0 and (ref.checksums is None or not scan):
+                continue
             if name not in pools:
                 self.notes.append(f"pool {name!r} is gone after the compiled run: not compared")
                 continue
-            if [len(c) for c in ref.checksums] != list(pools[name].shape or (1,)):
+            if ref.checksums is not None and [len(c) for c in ref.checksums] != list(pools[name].shape or (1,)):
                 self.notes.append(f"pool {name!r} has another shape after the compiled run: not compared")
                 continue
-            finding = _compare(name, pools[name].detach(), ref)
+            finding = _compare(name, pools[name].detach(), ref, scan)
             if finding is not None:
                 found.append(finding)
         return found
@@ -120,41 +147,62 @@ class EagerReference:
 def _differs(now: torch.Tensor, ref: PoolWrites, pool: torch.Tensor) -> torch.Tensor:
     """Deterministic elements beyond the per-row tolerance (exact for integers and bools)."""
     eager = ref.eager.to(now.device)
-    if not (now.is_floating_point() or now.is_complex()):
-        return now != eager
+    exact = _same_bits(now, eager)
+    if not (now.is_floating_point() or now.is_complex()) or now.element_size() == 1:  # fp8: bit-exact
+        return ~exact
+    if bool(exact.all()):  # bit for bit as eager: no tolerance to work out
+        return ~exact
     rtol = ROW_TOLERANCE.get(now.dtype, 0.0)
-    coords = coordinates(pool, ref.offsets)[0]
-    row_key = ref.offsets - coords[:, -1] * (pool.stride(-1) if pool.dim() else 0)
-    rows, inverse = torch.unique(row_key, return_inverse=True)
+    if pool.dim() and pool.is_contiguous():  # a row is shape[-1] consecutive offsets: no coordinates needed
+        row_key = (ref.offsets - pool.storage_offset()).div(pool.shape[-1], rounding_mode="floor")
+    else:
+        coords = coordinates(pool, ref.offsets)[0]
+        row_key = ref.offsets - coords[:, -1] * (pool.stride(-1) if pool.dim() else 0)
+    # offsets are sorted: a contiguous pool's rows come in runs (unique_consecutive, no sort); else sort them
     mag = eager.abs().nan_to_num(0.0, 0.0, 0.0).float()
-    scale = torch.zeros(rows.numel(), device=now.device).scatter_reduce(0, inverse, mag, "amax")
-    tol = rtol * scale[inverse]
+    width = pool.shape[-1] if pool.dim() else 1
+    runs = row_key.view(-1, width) if row_key.numel() % width == 0 else None
+    if pool.is_contiguous() and runs is not None and bool((runs == runs[:, :1]).all()):  # whole rows, in order
+        tol = (rtol * mag.view(-1, width).amax(dim=1, keepdim=True)).expand(-1, width).reshape(-1)
+    else:
+        rows, inverse = torch.unique(row_key, return_inverse=True)
+        scale = torch.zeros(rows.numel(), device=now.device).scatter_reduce(0, inverse, mag, "amax")
+        tol = rtol * scale[inverse]
     d = (now.float() - eager.float()).abs() > tol
     return (d | (now.isnan() != eager.isnan())) & ~(now.isnan() & eager.isnan())
 
 
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    """Elements as integers of their width (bit-exact comparison whatever the dtype: fp8 has no ``==``)."""
+    if t.is_complex():
+        t = torch.view_as_real(t)
+    if t.dtype == torch.bool or t.element_size() == 1:
+        return t.view(torch.uint8)
+    return t.view({2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()])
+
+
 def _same_bits(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    same = a == b
-    if a.is_floating_point():
-        same |= a.isnan() & b.isnan()
-    return same
+    """Bit for bit (a NaN is the NaN with its own bits: a pool may start as garbage)."""
+    same = _bits(a) == _bits(b)
+    return same.reshape(a.shape[0], -1).all(dim=1) if a.is_complex() else same
 
 
-def _compare(name: str, pool: torch.Tensor, ref: PoolWrites) -> WriteFinding | None:
+def _compare(name: str, pool: torch.Tensor, ref: PoolWrites, scan: bool) -> WriteFinding | None:
     flat = flat_view(pool)
     now = flat[ref.offsets] if ref.offsets.numel() else pool.new_empty(0)
     before, eager = ref.before.to(now.device), ref.eager.to(now.device)
     unwritten = _same_bits(now, before) & ~_same_bits(eager, before)
     differ = ~unwritten & ~ref.random & _differs(now, ref, pool) if now.numel() else unwritten
-    # changes outside eager's elements: the pool's checksums with those elements put back as they started
-    with torch.inference_mode() if pool.is_inference() else torch.no_grad():
-        flat[ref.offsets] = before
-        try:
-            sums = dim_checksums(pool)
-        finally:
-            flat[ref.offsets] = now
     shape = tuple(pool.shape)
-    elsewhere = changed_indices(ref.checksums, sums)
+    elsewhere: list[list[int]] = [[] for _ in shape]
+    if scan and ref.checksums is not None:  # changes outside eager's elements, with those put back as they started
+        with torch.inference_mode() if pool.is_inference() else torch.no_grad():
+            flat[ref.offsets] = before
+            try:
+                sums = dim_checksums(pool)
+            finally:
+                flat[ref.offsets] = now
+        elsewhere = changed_indices(ref.checksums, sums)
     compiled_only = any(elsewhere)
     bad = unwritten | differ
     if not bool(bad.any()) and not compiled_only:
@@ -180,9 +228,13 @@ def _compare(name: str, pool: torch.Tensor, ref: PoolWrites) -> WriteFinding | N
     rows = tuple(where[dim]) if shape and bool(bad.any()) else ()
     if shape and n_unwritten:  # positions along the written dim that the compiled run never wrote
         details["unwritten_rows"] = per_dim(coordinates(pool, ref.offsets[unwritten])[0])[dim]
-    # eager's elements not as eager left them, and writes where eager never wrote: the runs started apart
-    if compiled_only and bool(bad.any()):
-        what = f"left {describe(shape, where)} {'unwritten' if n_differ == 0 else 'different from eager'} and "
+    if bool(bad.any()) and (compiled_only or not ref.restored):  # the two runs did not start from the same state
+        why = (
+            "the eager run's writes could not all be undone"
+            if not ref.restored
+            else f"it wrote {describe(shape, elsewhere)}, which the eager run did not: an op keeps state outside the "
+            "tensors it is given"
+        )
         return WriteFinding(
             WriteProblem.DIVERGED_STATE,
             name,
@@ -190,11 +242,11 @@ def _compare(name: str, pool: torch.Tensor, ref: PoolWrites) -> WriteFinding | N
             rows=rows,
             nbytes=nbytes,
             details=details,
-            message=f"pool {name!r}: the compiled run {what}wrote {describe(shape, elsewhere)}, which the eager run "
-            "did not write: the eager reference and the compiled run started from different states (state kept in "
-            "Python, e.g. a position counter or a sliding window's fill level, is not restored by the check); "
-            "pass Case(reset=...) to put it back before each run",
+            message=f"pool {name!r}: the compiled run left {describe(shape, where)} "
+            f"{'unwritten' if n_differ == 0 else 'different from eager'} and started from another state than "
+            f"the eager run ({why})",
         )
+    what = describe(shape, where) if bool(bad.any()) else "elements"
     return WriteFinding(
         WriteProblem.LOST_WRITE,
         name,
@@ -202,19 +254,30 @@ def _compare(name: str, pool: torch.Tensor, ref: PoolWrites) -> WriteFinding | N
         rows=rows,
         nbytes=nbytes,
         details=details,
-        message=f"pool {name!r}: {describe(shape, where) if bool(bad.any()) else 'elements'} differ from the eager "
-        f"run after the compiled run ({'; '.join(parts)}; {nbytes} bytes); eager wrote them with {by}",
+        message=f"pool {name!r}: {what} differ from eager ({'; '.join(parts)}; {nbytes} bytes); eager wrote "
+        f"them with {by}",
     )
 
 
-def eager_reference(pools: Mapping[str, torch.Tensor], run: Callable[[], Any]) -> EagerReference:
-    """Run ``run()`` (the case, eagerly) under an undo log, keep what it wrote in ``pools``, roll every write back.
+def eager_reference(
+    pools: Mapping[str, torch.Tensor],
+    run: Callable[[], Any],
+    *,
+    scan: Collection[str] | None = None,
+    scan_written: bool = True,
+) -> EagerReference:
+    """Run ``run()`` eagerly under an undo log, keep what it wrote in ``pools``, roll every write back.
 
-    Every tensor the run writes is restored (not only ``pools``), with the CPU and CUDA RNG states; the
-    pools' per-dim checksums say whether they are back as they started.
+    Every tensor the run writes is restored (not only ``pools``), with the CPU and CUDA RNG states.
+    ``scan``: the pools checksummed per dim before the run (None: all of them), to check they are back
+    after the rollback and to find, in :meth:`EagerReference.compare`, elements only the compiled run
+    wrote; with ``scan_written`` a pool the run wrote that ``scan`` leaves out is checksummed after the
+    rollback (to find compiled-only writes in it). ``scan=()`` and ``scan_written=False`` read only the
+    written elements.
     """
     pools = {n: t.detach() for n, t in pools.items()}
-    start = {n: dim_checksums(t) for n, t in pools.items()}
+    scanned = set(pools) if scan is None else set(scan) & set(pools)
+    start = {n: dim_checksums(pools[n]) for n in scanned}
     rng = torch.get_rng_state()
     cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
     log = UndoLog()
@@ -225,30 +288,45 @@ def eager_reference(pools: Mapping[str, torch.Tensor], run: Callable[[], Any]) -
         by_storage: dict[int, list[LoggedWrite]] = {}
         for w in log.writes:
             by_storage.setdefault(w.storage, []).append(w)
-        written = {n: _pool_writes(t, by_storage.get(storage_key(t), []), start[n]) for n, t in pools.items()}
+        # only the pools the run wrote (or that are scanned): a call touches a few of many
+        written = {
+            n: _pool_writes(t, by_storage.get(storage_key(t), []))
+            for n, t in pools.items()
+            if n in scanned or storage_key(t) in by_storage
+        }
     finally:
         failed = log.rollback()
         torch.set_rng_state(rng)
         if cuda_rng is not None:
             torch.cuda.set_rng_state_all(cuda_rng)
+    for n, pw in written.items():
+        pw.before = flat_view(pools[n])[pw.offsets].to(pw.eager.device)
     ref = EagerReference(written, saved_bytes=log.saved_bytes)
-    ref.errors += [f"the eager reference could not undo a write of {f}" for f in failed]
+    ref.errors += [f"the eager run could not undo a write of {f}" for f in failed]
     for op, nbytes in sorted(log.saved_whole.items()):
         ref.notes.append(
-            f"{op} declares writing tensors it was given and has no registered write footprint: the eager reference "
+            f"{op} declares writing tensors it was given and has no registered write footprint: the eager run "
             f"saved them whole ({nbytes} bytes); compile_checks.check.writes.register_write_footprint names what it "
             "writes"
         )
     for n, t in pools.items():
-        if [len(c) for c in start[n]] != list(t.shape or (1,)):
-            ref.errors.append(f"pool {n!r} changed shape in the eager reference run: it cannot be compared")
+        if n not in written:
             continue
+        if n not in start:
+            if scan_written and written[n].offsets.numel():
+                written[n].checksums = dim_checksums(t)  # written, not handed: its state after the rollback
+            continue
+        if [len(c) for c in start[n]] != list(t.shape or (1,)):
+            ref.errors.append(f"pool {n!r} changed shape in the eager run: it cannot be compared")
+            continue
+        written[n].checksums = start[n]
         moved = changed_indices(start[n], dim_checksums(t))
         if any(moved):
+            written[n].restored = False
             ref.errors.append(
-                f"the eager reference could not restore pool {n!r} ({describe(tuple(t.shape), moved)} still differ "
-                "after the rollback): an op wrote it where the check cannot see (an opaque op's kernel that declares "
-                "no write); register its write footprint, or Case(check_writes=False)"
+                f"the eager run could not restore pool {n!r} ({describe(tuple(t.shape), moved)} still differ after "
+                "the rollback): an op wrote it where the check cannot see (an opaque op's kernel that declares no "
+                "write); register its write footprint, or Case(check_writes=False)"
             )
     return ref
 
