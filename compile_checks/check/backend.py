@@ -140,6 +140,8 @@ class Probe:
     pool_tensors: dict[str, torch.Tensor] = field(default_factory=dict)
     # named pools a region call returned as another tensor (an out-of-place update rebound): pool_replaced
     identity: PoolIdentityWatch = field(default_factory=PoolIdentityWatch)
+    # compiles dynamo restarted (RestartAnalysis raised through the backend): never counted as regions
+    restarts: list[str] = field(default_factory=list)
 
     def set_pools(self, pools: Mapping[str, torch.Tensor] | None) -> None:
         self.pools = PoolIndex(pools)
@@ -268,7 +270,13 @@ class Probe:
         inductor_metrics.reset()
         inner_compile = functools.partial(self._inner_compile, region=region)
         patches = {**(torch._inductor.list_mode_options(mode) if mode else {}), **dict(options or {})}
-        compiled = compile_fx_module.compile_fx(gm, example_inputs, inner_compile=inner_compile, config_patches=patches)
+        try:
+            compiled = compile_fx_module.compile_fx(
+                gm, example_inputs, inner_compile=inner_compile, config_patches=patches
+            )
+        except torch._dynamo.exc.RestartAnalysis as restart:
+            self._restarted(region, restart)
+            raise
         end = time.perf_counter()
         region.compile_seconds = end - t0
         inner = sum(v for k, v in region.phase_seconds.items() if k not in (Phase.DYNAMO, Phase.AOT))
@@ -277,6 +285,21 @@ class Probe:
         region.kernel_bytes = int(inductor_metrics.num_bytes_accessed)
         after = functools.partial(self._region_returned, region)
         return _count_calls(compiled, region, self.refresh_pools, after)  # type: ignore[arg-type]  # a callable here
+
+    def _restarted(self, region: Region, restart: BaseException) -> None:
+        """Dynamo restarts its analysis of the frame (``RestartAnalysis``: under ``dynamic=True`` AOT's
+        ``TensorifyScalarRestartAnalysis`` when a float input cannot stay a tensor): this attempt is no region.
+
+        Dynamo discards what the backend returned so far and traces the frame again; the next attempt
+        calls the backend anew and is the region that runs. The aborted one is dropped (its time counts
+        as the next region's dynamo phase) and named in :attr:`restarts`.
+        """
+        if self.regions and self.regions[-1] is region:
+            self.regions.pop()
+        self.restarts.append(
+            f"{region.compiled_fn_name} ({region.code or 'unknown code'}): dynamo restarted the analysis "
+            f"({type(restart).__name__}); the attempt is not a region, its next compile is"
+        )
 
     def _region_returned(self, region: Region, out: Any) -> None:
         """After each region call: what it returned, for the next pools re-read to compare against."""
