@@ -42,7 +42,8 @@ class LingBotConfig:
     heads: int = 2
     block_size: int = 16  # tokens per frame: one paged block
     chunk_frames: int = 2  # frames per AR chunk
-    num_chunks: int = 3
+    num_chunks: int = 2
+    pool_blocks: int = 8  # paged pool size in blocks (fp32 [128, 2, 32]: 32 KiB per pool, 64 KiB for K+V fused)
     sink_tokens: int = 16
     cache_frames: int = 8  # request-local cache capacity, in frames
 
@@ -55,8 +56,10 @@ class LingBotConfig:
         return self.chunk_frames * self.block_size
 
     @property
-    def num_slots(self) -> int:  # paged pool: the null block 0, every chunk's blocks, one spare
-        return (2 + self.num_chunks * self.chunk_frames) * self.block_size
+    def num_slots(self) -> int:  # paged pool: the null block 0, then every chunk's blocks, the rest spare
+        if self.pool_blocks < 1 + self.num_chunks * self.chunk_frames:
+            raise ValueError(f"pool_blocks={self.pool_blocks} cannot hold the null block and {self.num_chunks} chunks")
+        return self.pool_blocks * self.block_size
 
 
 # ---- the request-local cache (LingBotAttentionCache) ---------------------------------------------
