@@ -102,12 +102,29 @@ def _marked(model: Model) -> Callable[[Any], Callable[..., Any]]:
     return compile_marked
 
 
+def _marked_blocks(model: Model) -> Callable[[Any], Callable[..., Any]]:
+    """Per-block compile without ``dynamic``; the engine marks its token dim dynamic before each step."""
+
+    def compile_marked(backend: Any) -> Callable[..., Any]:
+        _per_block(model, fullgraph=True)(backend)
+
+        def step(x: torch.Tensor, slots: torch.Tensor, scale: float) -> torch.Tensor:
+            torch._dynamo.mark_dynamic(x, 0)
+            torch._dynamo.mark_dynamic(slots, 0)
+            return model(x, slots, scale)
+
+        return step
+
+    return compile_marked
+
+
 def _case(route: str, *, fused: bool = False) -> Case:
     model = Model(fused).requires_grad_(False)
     compile_fn = {
         "plain": None,
         "mark_dynamic": _marked(model),
         "per_block": _per_block(model, dynamic=True, fullgraph=True),
+        "per_block_mark_dynamic": _marked_blocks(model),
         "regional": _regional(model),
     }[route]
     return Case(
@@ -122,7 +139,7 @@ def _case(route: str, *, fused: bool = False) -> Case:
     )
 
 
-@pytest.mark.parametrize("route", ["plain", "mark_dynamic", "per_block", "regional"])
+@pytest.mark.parametrize("route", ["plain", "mark_dynamic", "per_block", "per_block_mark_dynamic", "regional"])
 def test_restarted_compiles_are_no_regions(route: str) -> None:
     result = run_case(_case(route), analysis_only=True)
     restarts = [n for n in result.report.notes if "TensorifyScalarRestartAnalysis" in n]
