@@ -292,10 +292,12 @@ class Probe:
 
         Dynamo discards what the backend returned so far and traces the frame again; the next attempt
         calls the backend anew and is the region that runs. The aborted one is dropped (its time counts
-        as the next region's dynamo phase) and named in :attr:`restarts`.
+        as the next region's dynamo phase) and named in :attr:`restarts`, with the pieces of the same
+        attempt already compiled (a split graph, as the vllm-piecewise simulation compiles it: one
+        compile id): the last regions, so the indices stay in compile order.
         """
-        if self.regions and self.regions[-1] is region:
-            self.regions.pop()
+        attempt = [r for r in self.regions if r is region or (region.compile_id and r.compile_id == region.compile_id)]
+        self.regions = [r for r in self.regions if all(r is not a for a in attempt)]
         self.restarts.append(
             f"{region.compiled_fn_name} ({region.code or 'unknown code'}): dynamo restarted the analysis "
             f"({type(restart).__name__}); the attempt is not a region, its next compile is"
