@@ -154,3 +154,15 @@ def test_negative_control_a_restarted_route_still_fails_on_its_copy() -> None:
     assert any("TensorifyScalarRestartAnalysis" in n for n in result.report.notes), result.report.notes
     assert result.passed and not result.check_passed, result.failure_reasons()  # expect_clean=False: the copy found
     assert {c.pool for c in result.report.clones} == {"layer0.v", "layer1.v"}
+
+
+def test_a_compile_that_raises_is_named_and_never_passes() -> None:
+    """The vllm-piecewise simulation hands each piece dynamo's fake values: a tensorified float's ``.item()``
+    raises there and dynamo runs the frame without the region. The case must not pass, and says why."""
+    pytest.importorskip("vllm")
+    model = Model(fused=False).requires_grad_(False)
+    case = Case("pw", model, driver=_drive, pools=model.pools, check_writes=False, pipeline="vllm-piecewise")
+    result = run_case(case, analysis_only=True)
+    assert not result.passed
+    failed = [n for n in result.report.notes if "its compile raised" in n]
+    assert failed and "the frame ran without this region, unchecked" in failed[0], result.report.notes

@@ -142,6 +142,8 @@ class Probe:
     identity: PoolIdentityWatch = field(default_factory=PoolIdentityWatch)
     # compiles dynamo restarted (RestartAnalysis raised through the backend): never counted as regions
     restarts: list[str] = field(default_factory=list)
+    # compiles that raised (the region never runs): why, for the report's notes
+    compile_failures: list[str] = field(default_factory=list)
 
     def set_pools(self, pools: Mapping[str, torch.Tensor] | None) -> None:
         self.pools = PoolIndex(pools)
@@ -276,6 +278,13 @@ class Probe:
             )
         except torch._dynamo.exc.RestartAnalysis as restart:
             self._restarted(region, restart)
+            raise
+        except Exception as failed:  # the region stays (never run: unanalysed); the note says why
+            why = (str(failed).strip().splitlines() or [""])[0][:200]
+            self.compile_failures.append(
+                f"region {region.index} ({region.compiled_fn_name}): its compile raised {type(failed).__name__}: "
+                f"{why}; where dynamo went on, the frame ran without this region, unchecked"
+            )
             raise
         end = time.perf_counter()
         region.compile_seconds = end - t0
