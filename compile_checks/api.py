@@ -208,6 +208,7 @@ class CloneCheck:
         raised = raised_by_limit(exc)
         report.run_findings += limit_findings(self.limit_log, raised=raised)
         report.notes += self.limit_log.notes
+        report.notes += self.probe.restarts + self.probe.compile_failures  # compile_checks.check.backend
         report = explain_report(report, self.probe, self)
         if self.dump_dir is not None:
             report.dump_failures = list(self.depyf.failures) if self.depyf is not None else []

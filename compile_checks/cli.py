@@ -1,8 +1,9 @@
 """``compile-checks`` / ``python -m compile_checks``: gate cases for pool clones, exit with a meaning.
 
-One parser (its grammar: :mod:`compile_checks.cli_parser`), six subcommands: ``gate [TARGET...]``
+One parser (its grammar: :mod:`compile_checks.cli_parser`), seven subcommands: ``gate [TARGET...]``
 (the default), ``list``, ``dump``, ``report``, ``merge OUT.json...`` (the ``gate --shard K/N --json``
-outputs of a CI matrix as one run) and ``scan PATH...`` (audit logged compiles: :mod:`compile_checks.scan`).
+outputs of a CI matrix as one run), ``scan PATH...`` (audit logged compiles: :mod:`compile_checks.scan`) and
+``repro TARGET`` (one standalone torch-only file for an upstream issue: :mod:`compile_checks.gate.repro`).
 The gate's options work before or after the subcommand (``compile-checks --json gate`` ==
 ``compile-checks gate --json``); the report's options follow ``report``. ``--help`` and usage
 errors answer without importing torch.
@@ -140,8 +141,23 @@ def _scan(args: argparse.Namespace) -> int:
     return run_scan(ScanRequest(**fields))
 
 
+def _repro(args: argparse.Namespace) -> int:
+    if any(getattr(args, dest_of(f, kw)) is not None for f, kw in RUN_OPTIONS):
+        raise UsageError("repro takes its own options after the subcommand: compile-checks repro --help")
+    from compile_checks.gate.repro import run_repro  # lazy: running the case imports torch
+
+    try:
+        path = run_repro(args.repro_target, args.repro_case, args.repro_out)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    print(f"wrote {path}: run it with python (exit 1: Inductor copies or writes wrong)")
+    return ExitCode.CLEAN
+
+
 def _run(args: argparse.Namespace) -> int:
     command = args.command or "gate"
+    if command == "repro":
+        return _repro(args)
     if command == "report":
         return _report(args)
     if command == "merge":

@@ -177,7 +177,7 @@ def parser() -> argparse.ArgumentParser:
         "5 compiled != eager, 130 interrupted.",
     )
     _add_run_options(p, "")
-    sub = p.add_subparsers(dest="command", metavar="{gate,list,dump,report,merge,scan,engine}")
+    sub = p.add_subparsers(dest="command", metavar="{gate,list,dump,report,merge,scan,engine,repro}")
     target_help = "path/to/file.py:NAME or package.module:NAME (a Case, a list, or a zero-arg callable)"
     g = sub.add_parser("gate", help="check cases (targets, pyproject, or the built-in gate); the default")
     g.add_argument("targets", nargs="*", metavar="TARGET", help=target_help)
@@ -218,6 +218,13 @@ def parser() -> argparse.ArgumentParser:
     for flags, kw in _REPORT_OPTIONS:
         default = False if kw.get("action") == "store_true" else None
         r.add_argument(*flags, **dict(kw, dest="report_" + dest_of(flags, kw), default=default))
+    rp = sub.add_parser(
+        "repro",
+        help="write one standalone file (torch only) that reproduces a case's pool copy or wrong write",
+    )
+    rp.add_argument("repro_target", metavar="TARGET", help=target_help)
+    rp.add_argument("--case", dest="repro_case", metavar="NAME", help="the case, when the target has several")
+    rp.add_argument("--out", dest="repro_out", type=Path, metavar="FILE", help="default: ./repro_<case>.py")
     s = sub.add_parser(
         "scan",
         help="audit logged compiles (TORCH_TRACE, Inductor debug folders, depyf/vLLM dumps) without re-running them",

@@ -112,3 +112,66 @@ def test_raised_by_limit_follows_the_cause_chain() -> None:
         assert raised_by_limit(outer)
     assert not raised_by_limit(RuntimeError("another failure"))
     assert not raised_by_limit(None)
+
+
+def _token_case(counts: list[int], *, fullgraph: bool = False) -> Case:
+    """Two blocks of one class that share every graph; the graphs come from the token counts a rollout sees."""
+
+    class Shared(nn.Module):
+        def forward(self, x: torch.Tensor, cache: torch.Tensor) -> torch.Tensor:
+            cache[: x.shape[0]].copy_(x)
+            return x * 2
+
+    cache = torch.zeros(16, 4)
+    blocks = nn.ModuleList([Shared(), Shared()])
+
+    def model(x: torch.Tensor) -> torch.Tensor:
+        for block in blocks:
+            x = block(x, cache)
+        return x
+
+    def compile_blocks(backend):  # type: ignore[no-untyped-def]
+        for block in blocks:
+            block.forward = torch.compile(block.forward, backend=backend, fullgraph=fullgraph, dynamic=False)
+
+    return Case(
+        "tokens",
+        model,
+        compile=compile_blocks,
+        driver=lambda step: [step(torch.ones(n, 4)) for n in counts],
+        pools={"cache": cache},
+        check_writes=False,
+    )
+
+
+@pytest.mark.compile
+def test_the_message_names_the_graphs_token_counts_need() -> None:
+    """6 token counts, limit 3: the run needs 6 graphs of the shared forward, not limit + 1 = 4."""
+    with torch._dynamo.config.patch(recompile_limit=3):
+        result = run_case(_token_case([4, 5, 6, 7, 8, 9]), analysis_only=True)
+    [hit] = [f for f in result.report.run_findings if f.kind == CompileProblem.RECOMPILE_LIMIT_HIT]
+    assert "the run needed 6 graphs of it" in hit.message and "recompile_limit = 6" in hit.message, hit.message
+    assert "recompile_limit = 4" not in hit.message
+    assert not result.passed
+    # the control: the limit the message names is enough, and no lower one is
+    with torch._dynamo.config.patch(recompile_limit=6):
+        enough = run_case(_token_case([4, 5, 6, 7, 8, 9]), analysis_only=True)
+    assert enough.passed, enough.report.problems
+    assert [e["graphs"] for e in enough.report.recompiles.values()] == [6]
+    with torch._dynamo.config.patch(recompile_limit=5):
+        short = run_case(_token_case([4, 5, 6, 7, 8, 9]), analysis_only=True)
+    assert not short.passed
+
+
+def test_count_cap_message_says_more_than() -> None:
+    from compile_checks.check.recompile_limit import COUNT_CAP, LimitLog, graphs_needed
+
+    hit = LimitHit("f (a.py:1)", "recompile_limit", 8, "", 0, counting=True)
+    log = LimitLog(hits=[hit], past_limit={"f (a.py:1)": COUNT_CAP - 8}, capped={"f (a.py:1)"})
+    need = graphs_needed(log, hit)
+    assert need == (COUNT_CAP, False)
+    text = limit_message(hit, raised=False, needed=need)
+    assert f"more than {COUNT_CAP} graphs" in text and "recompile_limit = " not in text, text
+    exact = graphs_needed(LimitLog(hits=[hit], past_limit={"f (a.py:1)": 4}), hit)
+    assert exact == (12, True)
+    assert "recompile_limit = 12" in limit_message(hit, raised=False, needed=exact)

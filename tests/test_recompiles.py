@@ -93,14 +93,18 @@ def test_same_shape_same_branch_compiles_once_under_limit_zero() -> None:
 
 
 def test_limit_hit_is_reported() -> None:
-    """Past dynamo's recompile limit the rest runs eagerly: asked-for recompiles still count."""
+    """Past dynamo's recompile limit the check counts the graphs the run needs (dynamo compiles on, counted),
+    and the case fails on the hit and on max_recompiles."""
     import torch._dynamo.config as dynamo_config
+
+    from compile_checks.vocab import CompileProblem
 
     with dynamo_config.patch(recompile_limit=1):
         result = run_case(_case([(0, 4), (0, 5), (0, 6)], max_recompiles=0), analysis_only=True)
     _, entry = _block_entry(result.report)
-    assert entry["graphs"] == 1 and len(entry["reasons"]) >= 1
-    assert "recompile limit" in entry["note"]
+    assert entry["graphs"] == 2 and len(entry["reasons"]) == 1  # 4, then one graph for the dynamic size
+    [hit] = [f for f in result.report.run_findings if f.kind == CompileProblem.RECOMPILE_LIMIT_HIT]
+    assert "the run needed 2 graphs" in hit.message and "recompile_limit = 2" in hit.message, hit.message
     assert not result.passed
 
 

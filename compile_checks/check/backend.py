@@ -151,6 +151,10 @@ class Probe:
     # named pools an engine's opaque op reached by name while its compiled model ran, not as a graph input
     # (vLLM's cache ops look each layer's kv_cache up in the forward context): never copied by Inductor
     reached_by_name: Collection[str] = field(default_factory=set)
+    # compiles dynamo restarted (RestartAnalysis raised through the backend): never counted as regions
+    restarts: list[str] = field(default_factory=list)
+    # compiles that raised (the region never runs): why, for the report's notes
+    compile_failures: list[str] = field(default_factory=list)
 
     def set_pools(self, pools: Mapping[str, torch.Tensor] | None) -> None:
         self.pools = PoolIndex(pools)
@@ -283,7 +287,20 @@ class Probe:
         eager = None if self.call_writes is None else self.call_writes.eager_copy(gm)  # before passes rewrite gm
         inner_compile = functools.partial(self._inner_compile, region=region)
         patches = {**(torch._inductor.list_mode_options(mode) if mode else {}), **dict(options or {})}
-        compiled = compile_fx_module.compile_fx(gm, example_inputs, inner_compile=inner_compile, config_patches=patches)
+        try:
+            compiled = compile_fx_module.compile_fx(
+                gm, example_inputs, inner_compile=inner_compile, config_patches=patches
+            )
+        except torch._dynamo.exc.RestartAnalysis as restart:
+            self._restarted(region, restart)
+            raise
+        except Exception as failed:  # the region stays (never run: unanalysed); the note says why
+            why = (str(failed).strip().splitlines() or [""])[0][:200]
+            self.compile_failures.append(
+                f"region {region.index} ({region.compiled_fn_name}): its compile raised {type(failed).__name__}: "
+                f"{why}; where dynamo went on, the frame ran without this region, unchecked"
+            )
+            raise
         end = time.perf_counter()
         region.compile_seconds = end - t0
         inner = sum(v for k, v in region.phase_seconds.items() if k not in (Phase.DYNAMO, Phase.AOT))
@@ -294,6 +311,23 @@ class Probe:
         if eager is not None:
             compiled = self.call_writes.wrap(region.index, eager, compiled)
         return _count_calls(compiled, region, self.refresh_pools, after)  # type: ignore[arg-type]  # a callable here
+
+    def _restarted(self, region: Region, restart: BaseException) -> None:
+        """Dynamo restarts its analysis of the frame (``RestartAnalysis``: under ``dynamic=True`` AOT's
+        ``TensorifyScalarRestartAnalysis`` when a float input cannot stay a tensor): this attempt is no region.
+
+        Dynamo discards what the backend returned so far and traces the frame again; the next attempt
+        calls the backend anew and is the region that runs. The aborted one is dropped (its time counts
+        as the next region's dynamo phase) and named in :attr:`restarts`, with the pieces of the same
+        attempt already compiled (a split graph, as the vllm-piecewise simulation compiles it: one
+        compile id): the last regions, so the indices stay in compile order.
+        """
+        attempt = [r for r in self.regions if r is region or (region.compile_id and r.compile_id == region.compile_id)]
+        self.regions = [r for r in self.regions if all(r is not a for a in attempt)]
+        self.restarts.append(
+            f"{region.compiled_fn_name} ({region.code or 'unknown code'}): dynamo restarted the analysis "
+            f"({type(restart).__name__}); the attempt is not a region, its next compile is"
+        )
 
     def _region_returned(self, region: Region, out: Any) -> None:
         """After each region call: what it returned, for the next pools re-read to compare against."""

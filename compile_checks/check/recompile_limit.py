@@ -12,6 +12,13 @@ to fullgraph=True") and otherwise silently runs the rest eagerly.
 recompile-reasons function, for the frame being compiled) for a session and records each hit;
 :func:`limit_message` words it; :func:`limit_findings` makes each hit a failing finding
 (``recompile_limit_hit``) and :func:`raised_by_limit` tells whether an error is dynamo's hard failure.
+
+The fix names the limit the run needs, counted, not guessed: where dynamo would fall back to eager
+(no ``fullgraph``), the check lets it compile past the limit (up to :data:`COUNT_CAP` graphs of one
+function) and counts the graphs the run made, whatever made them (blocks guarded apart, token
+counts, Python ints). The case still fails on the hit; the extra graphs are analysed as the ones the
+engine compiles once the limit is raised. Under ``fullgraph=True`` (or ``fail_on_recompile_limit_hit``)
+dynamo's hard failure is kept, and the count is the blocks of the class (or the limit + 1: at least).
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ import contextlib
 import functools
 import gc
 import importlib
+import sys
 import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -43,6 +51,7 @@ class LimitHit:
     limit: int
     owner: str  # the class of the frame's ``self`` ("" for a plain function)
     blocks: int  # modules of that class in the frame's ``self``'s module tree (0: unknown)
+    counting: bool = False  # the check let dynamo compile past the limit to count the graphs the run needs
 
 
 @dataclass
@@ -51,6 +60,28 @@ class LimitLog:
     notes: list[str] = field(default_factory=list)
     # the frame dynamo is deciding about: (code key, a weak reference to its ``self``); set by the reasons hook
     current: tuple[str, Any] = ("", None)
+    # per code key: compiles the check let through past the limit (to count the graphs the run needs)
+    past_limit: dict[str, int] = field(default_factory=dict)
+    # per code key: the count reached COUNT_CAP, dynamo refused the rest
+    capped: set[str] = field(default_factory=set)
+
+
+# the most graphs of one function the check lets dynamo compile past its limit, to count what the run needs
+COUNT_CAP = 64
+
+
+def _hard_failure() -> bool | None:
+    """Whether dynamo raises at this hit (``fullgraph=True`` or ``fail_on_recompile_limit_hit``); None: unknown.
+
+    ``one_graph`` is read from ``convert_frame._compile``'s frame, the caller of ``exceeds_recompile_limit``.
+    """
+    import torch._dynamo.config as dynamo_config
+
+    if getattr(dynamo_config, "fail_on_recompile_limit_hit", False):
+        return True
+    caller = sys._getframe(2)  # exceeds() <- _compile
+    one_graph = caller.f_locals.get("one_graph") if caller.f_code.co_name == "_compile" else None
+    return None if one_graph is None else bool(one_graph)
 
 
 def _blocks_like(block: Any) -> int:
@@ -74,6 +105,19 @@ def _blocks_like(block: Any) -> int:
         root = parent[id(root)]
         seen.add(id(root))
     return sum(type(m) is type(block) for m in root.modules())
+
+
+def _limit_of(log: LimitLog, code: str) -> int:
+    return next((h.limit for h in log.hits if h.code == code), 0)
+
+
+def graphs_needed(log: LimitLog, hit: LimitHit) -> tuple[int, bool]:
+    """(graphs of ``hit.code`` the run needs, whether that is exact); counted past the limit where dynamo
+    fell back to eager, else the blocks of the class or the limit + 1 (at least)."""
+    if hit.counting:
+        counted = hit.limit + log.past_limit.get(hit.code, 0)
+        return max(counted, hit.blocks), hit.code not in log.capped
+    return max(hit.blocks, hit.limit + 1), hit.blocks > hit.limit
 
 
 @contextlib.contextmanager
@@ -100,47 +144,79 @@ def watching_recompile_limit(log: LimitLog) -> Iterator[LimitLog]:
     @functools.wraps(limit_fn)
     def exceeds(cache_size: Any, compile_id: Any) -> tuple[bool, str]:
         exceeded, limit_type = limit_fn(cache_size, compile_id)
-        if exceeded:
-            import torch._dynamo.config as dynamo_config
+        if not exceeded:
+            return exceeded, limit_type
+        import torch._dynamo.config as dynamo_config
 
-            code, ref = log.current
+        code, ref = log.current
+        code = code or "<unknown code>"
+        counting = limit_type == "recompile_limit" and _hard_failure() is False
+        if code not in {h.code for h in log.hits}:
             owner = ref() if ref is not None else None
             limit = int(getattr(dynamo_config, limit_type, 0))
             name = type(owner).__qualname__ if owner is not None else ""
-            log.hits.append(LimitHit(code or "<unknown code>", limit_type, limit, name, _blocks_like(owner)))
+            log.hits.append(LimitHit(code, limit_type, limit, name, _blocks_like(owner), counting))
+        if counting:
+            if log.past_limit.get(code, 0) + _limit_of(log, code) < COUNT_CAP:
+                log.past_limit[code] = log.past_limit.get(code, 0) + 1
+                return False, ""  # compiled, and counted: the case fails on the hit all the same
+            log.capped.add(code)
         return exceeded, limit_type
 
     with mock.patch.object(module, _REASONS_HOOK, reasons), mock.patch.object(module, _LIMIT_HOOK, exceeds):
         yield log
 
 
-def limit_message(hit: LimitHit, *, raised: bool) -> str:
-    """What the hit means and the fix, naming the config, the function and the number of blocks."""
-    what = (
-        "dynamo raised FailOnRecompileLimitHit (fullgraph=True)"
-        if raised
-        else "dynamo runs every later call of it eagerly, uncompiled and unchecked"
-    )
+def limit_message(hit: LimitHit, *, raised: bool, needed: tuple[int, bool] | None = None) -> str:
+    """What the hit means and the fix, naming the config, the function and the graphs the run needs.
+
+    ``needed``: (graphs, exact) from :func:`graphs_needed`; None: the blocks of the class, or the limit + 1.
+    """
+    if raised:
+        what = "dynamo raised FailOnRecompileLimitHit (fullgraph=True)"
+    elif hit.counting:
+        what = "outside the check dynamo runs every call past the limit eagerly, uncompiled"
+    else:
+        what = "dynamo runs every later call of it eagerly, uncompiled and unchecked"
     if hit.limit_type != "recompile_limit":
         return (
             f"{hit.code} hit torch._dynamo.config.{hit.limit_type} ({hit.limit}): {what}; raise "
             f"torch._dynamo.config.{hit.limit_type}, or find why it recompiles (TORCH_LOGS=recompiles)"
         )
-    if hit.owner and hit.blocks > hit.limit:
-        need = hit.blocks
+    need, exact = needed if needed is not None else (max(hit.blocks, hit.limit + 1), hit.blocks > hit.limit)
+    who = f"blocks of class {hit.owner}" if hit.owner else "calls"
+    if hit.counting:
+        counted = (
+            f"the run needed {need} graphs of it" if exact else f"the run needed more than {COUNT_CAP} graphs of it"
+        )
+        blocks = (
+            f"{counted} ({who} guarded apart: TORCH_LOGS=recompiles says why; the check let dynamo compile past "
+            f"the limit to count them)"
+        )
+        if hit.owner and hit.blocks > hit.limit:
+            blocks += f"; {hit.blocks} blocks of class {hit.owner} share this code"
+    elif hit.owner and hit.blocks > hit.limit:
         blocks = (
             f"{hit.blocks} blocks of class {hit.owner} share this code and dynamo guards each apart (one graph per "
             f"block), more than the limit"
         )
     else:
-        need = hit.limit + 1
-        who = f"blocks of class {hit.owner}" if hit.owner else "calls"
-        blocks = f"{hit.limit} graphs of it were compiled ({who} guarded apart: TORCH_LOGS=recompiles says why)"
+        blocks = (
+            f"{hit.limit} graphs of it were compiled ({who} guarded apart: TORCH_LOGS=recompiles says why); at "
+            f"least {need} are needed"
+        )
+    if not exact and hit.counting:
+        advice = "find why it recompiles (TORCH_LOGS=recompiles) and mark the changing sizes dynamic"
+    else:
+        advice = (
+            f"set torch._dynamo.config.recompile_limit = {need} before compiling, or compile each block with "
+            f"torch.compile(..., recompile_limit={need}) or torch.compile(..., isolate_recompiles=True) (each "
+            "block's compile keeps its own graphs)"
+        )
     return (
         f"{hit.code} hit torch._dynamo.config.recompile_limit ({hit.limit}): {blocks}; {what}. A per-block compile "
-        f"needs recompile_limit >= the number of blocks of one class: set torch._dynamo.config.recompile_limit = "
-        f"{need} before compiling, or compile each block with torch.compile(..., recompile_limit={need}) or "
-        "torch.compile(..., isolate_recompiles=True) (each block's compile keeps its own graphs)"
+        f"needs recompile_limit >= the graphs one code needs (its blocks of one class times the shapes each "
+        f"sees): {advice}"
     )
 
 
@@ -159,7 +235,7 @@ def limit_findings(log: LimitLog, *, raised: bool = False) -> list[RecompileFind
                 hit.limit,
                 hit.limit,
                 (),
-                limit_message(hit, raised=raised),
+                limit_message(hit, raised=raised, needed=graphs_needed(log, hit)),
             )
         )
     return out
@@ -176,4 +252,13 @@ def raised_by_limit(exc: BaseException | None) -> bool:
     return False
 
 
-__all__ = ["LimitHit", "LimitLog", "limit_findings", "limit_message", "raised_by_limit", "watching_recompile_limit"]
+__all__ = [
+    "COUNT_CAP",
+    "LimitHit",
+    "LimitLog",
+    "graphs_needed",
+    "limit_findings",
+    "limit_message",
+    "raised_by_limit",
+    "watching_recompile_limit",
+]

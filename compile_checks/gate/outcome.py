@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from compile_checks.verdict import case_passed, copy_fields, failure_reasons, render_copy, verdict_met
@@ -18,6 +19,14 @@ if TYPE_CHECKING:
     from compile_checks.case import CaseResult
     from compile_checks.gate.plan import PlannedCase
     from compile_checks.ranks import RankedResult
+
+
+class EagerCompared(StrEnum):
+    """What ``eager==compiled`` compared eager against: in analysis-only mode the post-grad FX graph runs,
+    not Inductor's generated code, so a miscompile in codegen (a wrong offset handed to an op) is unseen."""
+
+    POST_GRAD = "post-grad graph, not generated code"
+    GENERATED = "generated code"
 
 
 @dataclass
@@ -141,9 +150,17 @@ class Outcome:
             observed=self.pipeline_verdicts,
         )
 
+    @property
+    def eager_compared(self) -> EagerCompared | None:
+        """What :attr:`eager_match` compared eager against; None when nothing was compared."""
+        if self.eager_match is None:
+            return None
+        return EagerCompared.POST_GRAD if self.analysis_only else EagerCompared.GENERATED
+
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        d.update(verdict_met=self.verdict_met, passed=self.passed)
+        compared = self.eager_compared
+        d.update(verdict_met=self.verdict_met, passed=self.passed, eager_compared=compared and str(compared))
         return d
 
 

@@ -19,7 +19,7 @@ from rich.table import Table
 
 from compile_checks.check.recompiles import graphs_cell
 from compile_checks.explain.grouping import alike, group_explanations
-from compile_checks.gate.outcome import Outcome
+from compile_checks.gate.outcome import EagerCompared, Outcome
 from compile_checks.verdict import bytes_per_call, copy_names, render_copy
 from compile_checks.vocab import PHASES
 
@@ -77,7 +77,9 @@ def _verdict(o: Outcome) -> str:
 def _eager(o: Outcome) -> str:
     if o.eager_match is None:
         return "-"
-    return "yes" if o.eager_match else f"[red]NO ({o.max_abs_diff:.2e})[/red]"
+    cell = "yes" if o.eager_match else f"[red]NO ({o.max_abs_diff:.2e})[/red]"
+    # analysis-only ran the post-grad graph: a codegen miscompile is not in this comparison (gate --full)
+    return f"{cell} ({o.eager_compared})" if o.eager_compared == EagerCompared.POST_GRAD else cell
 
 
 def verdict_table(outcomes: Sequence[Outcome], title: str) -> Any:

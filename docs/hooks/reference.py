@@ -287,6 +287,14 @@ def json_tables() -> list[tuple[str, list[list[str]]]]:
     rows = [[f"`{f.name}`", str(f.type), outcome.get(f.name, "")] for f in dataclasses.fields(Outcome)]
     rows += [["`verdict_met`", "bool", outcome.get("verdict_met", "")]]
     rows += [["`passed`", "bool", outcome.get("passed", "")]]
+    rows += [
+        [
+            "`eager_compared`",
+            "str | None",
+            "what `eager_match` compared eager against: `post-grad graph, not generated code` (analysis-only: "
+            "a codegen miscompile is unseen), `generated code` (`--full`); null when nothing was compared",
+        ]
+    ]
     clone = field_meanings(SurvivingClone)
     copy = {**clone, **_inline_entries(copy_fields.__doc__ or "")}
     copy_rows = [[f"`{k}`", "", copy.get(k, "")] for k in _returned_keys(copy_fields)]
@@ -419,6 +427,32 @@ def hot_path() -> str:
     return "\n".join(out)
 
 
+def bench_full() -> str:
+    """``reports/results/bench_full.json`` (``python -m reports.bench_full``): what ``gate --full`` adds per case."""
+    doc = json.loads((ROOT / "reports" / "results" / "bench_full.json").read_text())
+    header = ["target", "case", "analysis-only s", "--full s", "--full / analysis-only", "added s"]
+    rows = [
+        [
+            f"`{r['target']}`",
+            r["case"],
+            r["analysis_s"],
+            r["full_s"],
+            f"**{r['full_over_analysis']:.2f}x**",
+            r["added_s"],
+        ]
+        for r in doc["rows"]
+    ]
+    return "\n".join(
+        [
+            f"Command: `{doc['command']}` ({doc['rounds']} round(s) per mode)",
+            "",
+            f"Machine: {_machine(doc['machine'])}",
+            "",
+            _table(header, rows),
+        ]
+    )
+
+
 def traffic() -> str:
     """The committed traffic report's table (``reports/results/traffic.md``), without its own title."""
     text = (ROOT / "reports" / "results" / "traffic.md").read_text()
@@ -443,6 +477,7 @@ GENERATORS: dict[str, Callable[[], str]] = {
     "performance": performance,
     "traffic": traffic,
     "hot-path": hot_path,
+    "bench-full": bench_full,
     "eviction-table": eviction_table,
 }
 
