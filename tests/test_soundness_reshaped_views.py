@@ -76,8 +76,18 @@ def _check(step, calls, pools, *, full: bool, **compile_kw) -> tuple[CloneReport
     return check.report, codes
 
 
-@pytest.mark.parametrize(("name", "copies"), [("reshape", 1), ("unsqueeze", 1), ("dtype_view", 1), ("direct", 0)])
-def test_writes_through_reshaped_and_dtype_views_agree_with_the_generated_code(name: str, copies: int) -> None:
+@pytest.mark.parametrize(
+    ("name", "copies", "upper"),
+    [
+        ("reshape", 1, True),
+        ("unsqueeze", 1, False),  # the index_put into the view always clones it: certain
+        ("dtype_view", 1, True),
+        ("direct", 0, False),
+    ],
+)
+def test_writes_through_reshaped_and_dtype_views_agree_with_the_generated_code(
+    name: str, copies: int, upper: bool
+) -> None:
     pool, x = _pool(name), torch.randn(4, H, D)
     full, codes = _check(WRITES[name], [(pool, x)], {"pool": pool}, full=True)
     truth = [b for code in codes for b in pool_sized_allocations(code, POOL_BYTES)]
@@ -85,10 +95,10 @@ def test_writes_through_reshaped_and_dtype_views_agree_with_the_generated_code(n
     assert [(c.pool, c.nbytes, c.calls) for c in full.clones] == [("pool", POOL_BYTES, 1)] * copies
     pool = _pool(name)
     analysis, _ = _check(WRITES[name], [(pool, x)], {"pool": pool}, full=False)
-    # analysis-only: the same copy, an upper bound that says why (never "no buffer of its own")
-    assert [(c.nbytes, c.upper_bound) for c in analysis.clones] == [(POOL_BYTES, True)] * copies
+    # analysis-only: the same copy, certain or an upper bound that says why (never "no buffer of its own")
+    assert [(c.nbytes, c.upper_bound) for c in analysis.clones] == [(POOL_BYTES, upper)] * copies
     assert not any("no buffer of its own" in n for n in analysis.notes)
-    if copies:
+    if upper:
         assert any("reshape or dtype view" in n and "upper bound" in n for n in analysis.notes)
 
 

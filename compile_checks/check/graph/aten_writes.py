@@ -230,6 +230,9 @@ def find_aten_write_copies(graph: torch.fx.Graph, written_back_clones: Collectio
     the written buffer, ``written`` the write-back of the chain's last write.
     A chain that only scatters ``written_back_clones`` (names of functionalization-clone
     nodes already reported) back into the input is their write-back, not a copy of its own.
+    A view scatter that writes back the result of a functional write into a view of the same input
+    (``kv[:, 0][blocks, offs] = x``: ``select_scatter(kv, index_put(select(kv)))``) is that write's
+    buffer, the size of the view: one site, the inner write's (:func:`_inner_write`).
     """
     inputs = placeholder_indices(graph)
     found: dict[torch.fx.Node, CloneSite] = {}
@@ -242,6 +245,14 @@ def find_aten_write_copies(graph: torch.fx.Graph, written_back_clones: Collectio
             continue
         dst_geo = geometry_of(copy_node.args[0].meta.get("val"))  # type: ignore[union-attr]
         for write in chain:
+            inner = _inner_write(write, placeholder)
+            if inner is not None:
+                scattered = geometry_of(write.args[1].meta.get("val"))  # type: ignore[union-attr]
+                if inner not in found:
+                    site = _write_site(inner, placeholder, inputs[placeholder], (scattered,) if scattered else ())
+                    if site is not None:
+                        found[inner] = site
+                continue
             if not allocates_buffer(write):
                 continue
             written = (dst_geo,) if dst_geo is not None and write is chain[0] else ()
@@ -253,6 +264,22 @@ def find_aten_write_copies(graph: torch.fx.Graph, written_back_clones: Collectio
             elif site is not None:
                 found[write] = site
     return list(found.values())
+
+
+def _inner_write(write: torch.fx.Node, placeholder: torch.fx.Node) -> torch.fx.Node | None:
+    """The functional write (not a view scatter) whose result a view scatter writes back into a view of
+    ``placeholder`` (through nested view scatters), when that write's ``self`` is a view of the same input."""
+    if not is_view_scatter(write):
+        return None
+    cur = view_chain_root(write.args[1])[0]  # type: ignore[arg-type]
+    while is_view_scatter(cur):
+        cur = view_chain_root(cur.args[1])[0]  # type: ignore[arg-type]
+    if not is_functional_write(cur):
+        return None
+    base = view_chain_root(cur.args[0])[0]  # type: ignore[arg-type]
+    while is_functional_write(base):  # ``v = kv[:, 1]`` re-read from the K write's result: the same input
+        base = view_chain_root(base.args[0])[0]  # type: ignore[arg-type]
+    return cur if base is placeholder else None
 
 
 def _write_site(

@@ -82,14 +82,23 @@ def settle_by_identity(
     as the copy at its hint (or of unknown size: never dropped on a doubt). Every site is settled so,
     certain or Inductor's choice: the code is the truth.
     """
-    allocated = [buffers[n] for n in allocated_names(code) if n in buffers]
+    free = {n: buffers[n] for n in sorted(allocated_names(code)) if n in buffers}
     kept: list[CloneSite] = []
     notes: list[str] = []
-    for site in sites:
+    # one buffer is one copy: certain sites claim theirs first, then Inductor's choices
+    for site in sorted(sites, key=lambda s: s.buffer_is_inductors_choice):
         size = _nbytes(site)
         names = {site.clone_node, *site.feeds}
-        hit = any(names & b.origins and (b.nbytes is None or size is None or b.nbytes >= size) for b in allocated)
-        if hit:
+        hit = next(
+            (
+                n
+                for n, b in free.items()
+                if names & b.origins and (b.nbytes is None or size is None or b.nbytes >= size)
+            ),
+            None,
+        )
+        if hit is not None:
+            del free[hit]
             kept.append(site)
         else:
             notes.append(
@@ -97,7 +106,8 @@ def settle_by_identity(
                 f"computed from it{f' of {size} bytes' if size is not None else ''} (Inductor computed it inside "
                 "its readers and the write-back), so it is no copy"
             )
-    return kept, notes
+    order = {id(s): i for i, s in enumerate(sites)}
+    return sorted(kept, key=lambda s: order[id(s)]), notes
 
 
 def allocated_bytes(code: str) -> Counter[int | None] | None:
