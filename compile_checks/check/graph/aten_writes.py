@@ -126,7 +126,38 @@ def allocates_buffer(write: torch.fx.Node) -> bool:
     """
     if not is_view_scatter(write):
         return True
-    return any(not _is_write_back_or_chain(user) for user in write.users)
+    return any(not _is_write_back_or_chain(user) for user in write.users) or _nested_with_a_later_read(write)
+
+
+def _nested_with_a_later_read(write: torch.fx.Node) -> bool:
+    """A view scatter of a view scatter (``k.select(0, i).narrow(0, a, n).fill_(1)``) whose input is still read
+    after it: seen in Inductor's code to realize the scatter into a pool-sized buffer (a single-level
+    ``slice_scatter`` read so stays one pass; a property test over view chains found the nested one)."""
+    src = view_chain_root(write.args[1])[0]  # type: ignore[arg-type]
+    if not is_functional_write(src):
+        return False
+    base = view_chain_root(write.args[0])[0]  # type: ignore[arg-type]
+    while is_functional_write(base):
+        base = view_chain_root(base.args[0])[0]  # type: ignore[arg-type]
+    if base.op != "placeholder":
+        return False
+    order = {n: i for i, n in enumerate(write.graph.nodes)}
+    return any(
+        order[user] > order[write] and user.target is not _aten.copy_.default and not is_functional_write(user)
+        for view in _views_of(base)
+        for user in view.users
+    )
+
+
+def _views_of(node: torch.fx.Node) -> list[torch.fx.Node]:
+    """``node`` and every view of it (through views of views)."""
+    out, todo = [node], [node]
+    while todo:
+        for user in todo.pop().users:
+            if user.op == "call_function" and aliased_input(user) is not None and user not in out:
+                out.append(user)
+                todo.append(user)
+    return out
 
 
 def buffer_choice_reason(write: torch.fx.Node) -> str:
@@ -135,6 +166,8 @@ def buffer_choice_reason(write: torch.fx.Node) -> str:
         return "is read only through sub-views besides its write-back"
     if any(_is_write_back_or_chain(u, permutes_only=False) for u in write.users if not _is_write_back_or_chain(u)):
         return "reaches its write-back through a reshape or dtype view"
+    if _nested_with_a_later_read(write):
+        return "scatters a nested view while the old input is still read after it"
     return "is read besides its write-back"
 
 
