@@ -21,6 +21,7 @@ from torch._inductor.utils import run_and_get_code
 from compile_checks.api import CloneCheck
 from compile_checks.check.findings import CloneReport
 from compile_checks.check.graph.generated_buffers import settle_inductors_choices
+from compile_checks.verdict import copy_fields, render_copy
 
 pytestmark = pytest.mark.compile
 
@@ -100,6 +101,8 @@ def test_writes_through_reshaped_and_dtype_views_agree_with_the_generated_code(
     assert not any("no buffer of its own" in n for n in analysis.notes)
     if upper:
         assert any("reshape or dtype view" in n and "upper bound" in n for n in analysis.notes)
+    lines = [render_copy(copy_fields(c)) for c in analysis.clones + full.clones]
+    assert [("an upper bound" in line) for line in lines] == [upper] * copies + [False] * copies
 
 
 def _read_then_slice(k: torch.Tensor, v: torch.Tensor, x: torch.Tensor, end: int) -> torch.Tensor:

@@ -17,6 +17,7 @@ The analysis-only mode has no such code: there the site stays, an upper bound wi
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections import Counter
@@ -99,15 +100,15 @@ def settle_by_identity(
         )
         if hit is not None:
             del free[hit]
-            kept.append(site)
+            kept.append(dataclasses.replace(site, buffer_is_inductors_choice=False))  # settled: certain
         else:
             notes.append(
                 f"{site.clone_node}: {site.op} into {site.placeholder}: the generated code allocates no buffer "
                 f"computed from it{f' of {size} bytes' if size is not None else ''} (Inductor computed it inside "
                 "its readers and the write-back), so it is no copy"
             )
-    order = {id(s): i for i, s in enumerate(sites)}
-    return sorted(kept, key=lambda s: order[id(s)]), notes
+    order = {s.clone_node: i for i, s in enumerate(sites)}
+    return sorted(kept, key=lambda s: order[s.clone_node]), notes
 
 
 def allocated_bytes(code: str) -> Counter[int | None] | None:
