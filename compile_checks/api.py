@@ -378,7 +378,7 @@ def format_report(report: CloneReport, verbose: bool = False) -> str:
     if report.clones:
         lines.append(
             f"{len(report.clones)} pool copy(ies) survived Inductor's reinplace pass "
-            f"({bytes_per_call([{'region': c.region, 'nbytes': c.nbytes} for c in report.clones])}, "
+            f"({bytes_per_call([{'region': c.region, 'node': c.node, 'nbytes': c.nbytes} for c in report.clones])}, "
             f"{report.clone_bytes_per_run} bytes over the "
             f"{sum(report.region_calls.values())} region call(s) of this run):"
         )

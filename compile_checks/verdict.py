@@ -124,23 +124,42 @@ def copy_fields(c: SurvivingClone) -> dict[str, Any]:
         "dtype": str(c.dtype).removeprefix("torch."),
         "region": c.region,
         "node": c.node,
+        "calls": c.calls,
+        "upper_bound": c.upper_bound,
     }
 
 
+def _bytes_per_call_range(copies: Sequence[Mapping[str, Any]]) -> dict[int, tuple[int, int]]:
+    """Region -> (smallest, largest) bytes one call of it moves.
+
+    A call runs each copy node once: entries of one node are the pools (and sizes) it copied on
+    different calls (a graph called once per layer, a symbolic graph serving pools of several sizes),
+    never one call's sum. An entry without a node is a copy of its own."""
+    by_node: dict[tuple[int, str], list[int]] = {}
+    for i, c in enumerate(copies):
+        region = int(c.get("region") or 0)
+        by_node.setdefault((region, str(c.get("node") or f"#{i}")), []).append(int(c["nbytes"]))
+    out: dict[int, tuple[int, int]] = {}
+    for (region, _node), sizes in sorted(by_node.items()):
+        lo, hi = out.get(region, (0, 0))
+        out[region] = (lo + min(sizes), hi + max(sizes))
+    return out
+
+
 def bytes_by_region(copies: Sequence[Mapping[str, Any]]) -> dict[int, int]:
-    """Bytes the copies move in one call of each region that has one (region -> bytes)."""
-    out: dict[int, int] = {}
-    for c in copies:
-        out[int(c.get("region") or 0)] = out.get(int(c.get("region") or 0), 0) + int(c["nbytes"])
-    return dict(sorted(out.items()))
+    """Bytes the copies move in the heaviest call of each region that has one (region -> bytes)."""
+    return {region: hi for region, (_lo, hi) in _bytes_per_call_range(copies).items()}
 
 
 def bytes_per_call(copies: Sequence[Mapping[str, Any]]) -> str:
-    """Bytes per call, per region: a call moves one region's copies, so regions are never summed.
+    """Bytes per call, per region, as the calls ran: a call moves one region's copies, so regions are never
+    summed, nor the pools one copy node hit on different calls.
 
-    ``131072 B/call`` (one region), ``131072 B/call in each of 3 regions``, else
-    ``region 0: 65536, region 2: 131072 B/call``."""
-    per_region = bytes_by_region(copies)
+    ``131072 B/call`` (one region), ``131072 B/call in each of 3 regions``, ``3072 to 4096 B/call``
+    (calls at different sizes), else ``region 0: 65536, region 2: 131072 B/call``."""
+    per_region = {
+        r: (f"{lo} to {hi}" if lo != hi else str(hi)) for r, (lo, hi) in _bytes_per_call_range(copies).items()
+    }
     values = set(per_region.values())
     if len(per_region) == 1:
         return f"{next(iter(values))} B/call"
@@ -172,7 +191,11 @@ def render_copy(d: Mapping[str, Any]) -> str:
     if "node" in d and where != f"region {d['region']} node {d['node']}":  # a dump file: name the node too
         where = f"region {d['region']} node {d['node']}, {where}"
     rank = f"rank {d['rank']}: " if d.get("rank") is not None else ""  # a ranked case's copy (compile_checks.ranks)
-    text = f"{rank}{d['op']} argument {d['arg']!r} (pool {pool}): {what} of {d['nbytes']} bytes{shape}{back} at {where}"
+    bound = " (an upper bound: Inductor may give it no buffer; --full settles it)" if d.get("upper_bound") else ""
+    text = (
+        f"{rank}{d['op']} argument {d['arg']!r} (pool {pool}): {what} of {d['nbytes']} bytes{shape}{back}{bound} "
+        f"at {where}"
+    )
     return text + (f" -- {d['explanation']}" if d.get("explanation") else "")
 
 

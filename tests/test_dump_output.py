@@ -87,7 +87,7 @@ def test_index_md_prices_copies_per_region_call_not_summed_across_regions(tmp_pa
     from compile_checks.check.findings import CloneReport, SurvivingClone
     from compile_checks.explain.dumps import render_index
 
-    def clone(region: int) -> SurvivingClone:
+    def clone(region: int, node: str = "") -> SurvivingClone:
         return SurvivingClone(
             op="ar_paging::paged_write",
             arg="v_pool",
@@ -95,7 +95,7 @@ def test_index_md_prices_copies_per_region_call_not_summed_across_regions(tmp_pa
             shape=(32768,),
             dtype=torch.float32,
             region=region,
-            node=f"clone_{region}",
+            node=node or f"clone_{region}",
             pool="layer0.v",
         )
 
@@ -103,5 +103,8 @@ def test_index_md_prices_copies_per_region_call_not_summed_across_regions(tmp_pa
     verdict = render_index(three, str(tmp_path)).splitlines()[2]
     assert "131072 B/call in each of 3 regions" in verdict and "786432 bytes over this run" in verdict
     assert "393216" not in verdict  # the three regions' copies are never one call's
-    one = CloneReport(clones=[clone(0), clone(0)], num_regions=1, region_calls={0: 1})
-    assert "262144 B/call" in render_index(one, str(tmp_path))  # the control: one region's copies do add up
+    one = CloneReport(clones=[clone(0, "clone_k"), clone(0, "clone_v")], num_regions=1, region_calls={0: 1})
+    assert "262144 B/call" in render_index(one, str(tmp_path))  # the control: one region's two copies add up
+    # one copy node listed for two pools (a graph called once per layer) runs once per call
+    layers = CloneReport(clones=[clone(0), clone(0)], num_regions=1, region_calls={0: 2})
+    assert "131072 B/call" in render_index(layers, str(tmp_path)).splitlines()[2]

@@ -102,7 +102,9 @@ def test_analysis_only_counts_each_choice_and_says_it_is_an_upper_bound(fast_res
     assert not fast_result.report.clean and fast_result.passed
     assert sum(_copies_by_region(fast_result).values()) == 2 * CHUNKS  # K and V of every chunk
     upper = [n for n in fast_result.report.notes if "an upper bound" in n and "--full" in n]
-    assert len(upper) == 2 * (CHUNKS - 1)  # the last chunk reads the whole cache: certain, no note
+    # every chunk's K and V: the last chunk's whole-cache reader too is Inductor's choice (it may compute the
+    # scatter inside a whole reader as well: tests/test_soundness_reshaped_views.py), never a certain copy
+    assert len(upper) == 2 * CHUNKS and all(c.upper_bound for c in fast_result.report.clones)
 
 
 @pytest.mark.compile

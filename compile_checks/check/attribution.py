@@ -1,9 +1,10 @@
 """Turn what the probe saw into a :class:`CloneReport`: copies, pools, blind spots, failures.
 
 Pools and bytes come from the runtime hits each compiled graph recorded on every call
-(:mod:`compile_checks.check.runtime_pools`): for a fused ``(2, N, H, D)`` allocation both
-``layer0.k`` and ``layer0.v`` share the pointer and the view's storage offset tells them
-apart; under ``dynamic=True`` each size gets its own bytes. Nothing the probe could not
+(:mod:`compile_checks.check.runtime_pools`), each entry with the number of calls it ran on (a graph
+called once per layer lists one entry per layer's pool, each charged only its own calls). For a fused
+``(2, N, H, D)`` allocation both ``layer0.k`` and ``layer0.v`` share the pointer and the view's
+storage offset tells them apart; under ``dynamic=True`` each size gets its own bytes. Nothing the probe could not
 see is dropped: it becomes ``unanalysed`` (with its reason) or an ``error``.
 """
 
@@ -126,19 +127,20 @@ def _add_mutated_args(report: CloneReport, region: Region, inner: InnerGraph) ->
 
 
 def _add_clones(report: CloneReport, region: Region, inner: InnerGraph, named: bool) -> None:
-    hits = inner.recorder.copy_hits if inner.recorder is not None else set()
+    hits = inner.recorder.copy_hits if inner.recorder is not None else {}
     for i, site in enumerate(inner.clone_sites):
         site_hits = sorted((h for h in hits if h.site == i), key=lambda h: (h.pool is None, h.pool or "", h.nbytes))
         if not site_hits:
-            # compiled but never run in the session: report the compile-time geometry
+            # compiled but never run in the session: report the compile-time geometry, run on no call
             site_hits = [None]  # type: ignore[list-item]
         for hit in site_hits:
-            clone = _clone(site, region, hit)
+            clone = _clone(site, region, hit, hits.get(hit, 0) if hit is not None else 0)
             target = report.other_clones if (named and clone.pool is None) else report.clones
             target.append(clone)
 
 
-def _clone(site: CloneSite, region: Region, hit: object) -> SurvivingClone:
+def _clone(site: CloneSite, region: Region, hit: object, calls: int) -> SurvivingClone:
+    """One copy entry: the site, the pool and bytes of the calls that hit it, and how many calls did."""
     pool = getattr(hit, "pool", None)
     return SurvivingClone(
         op=site.op,
@@ -152,6 +154,8 @@ def _clone(site: CloneSite, region: Region, hit: object) -> SurvivingClone:
         node=site.clone_node,
         kind=site.kind,
         written_bytes=getattr(hit, "written_bytes", sum(g.nbytes for g in site.written)),
+        calls=calls,
+        upper_bound=site.buffer_is_inductors_choice,
     )
 
 

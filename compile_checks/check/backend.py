@@ -35,13 +35,20 @@ import torch._inductor.config as inductor_config
 import torch._inductor.metrics as inductor_metrics
 from torch._inductor import compile_fx as compile_fx_module
 from torch._inductor.fx_passes import post_grad as post_grad_module
+from torch._inductor.graph import GraphLowering
 
 from compile_checks.check.backend_object import ProbeBackend
 from compile_checks.check.graph.aten_writes import whole_pool_passes
 from compile_checks.check.graph.blind_spots import subgraph_mutations
 from compile_checks.check.graph.copies import find_copy_sites, misplaced_write_backs
 from compile_checks.check.graph.functionalized import FunctionalizedArg, functionalized_calls
-from compile_checks.check.graph.generated_buffers import settle_inductors_choices, upper_bound_note
+from compile_checks.check.graph.generated_buffers import (
+    LoweredBuffer,
+    lowered_buffers,
+    settle_by_identity,
+    settle_inductors_choices,
+    upper_bound_note,
+)
 from compile_checks.check.graph.geometry import StorageRef, SymbolBinder, TensorGeometry, geometry_of, symbol_binders
 from compile_checks.check.graph.input_offsets import rebase_input_offsets
 from compile_checks.check.graph.own_copies import programs_own_copies
@@ -80,6 +87,8 @@ class InnerGraph:
     calls: int = 0
     # Inductor's generated code (a full compile's CompiledFxGraph.source_code; empty in analysis-only mode)
     generated_code: str = ""
+    # each buffer Inductor lowered (name -> the post-grad nodes it came from, its bytes): settles copies by identity
+    lowered: dict[str, LoweredBuffer] | None = None
     # the op producing each output of the post-grad graph (names what made a pool a region replaced)
     output_ops: list[str] = field(default_factory=list)
     # bytes PyTorch's own ReinplaceCounters counted as missed in this graph's reinplace pass (None: unread)
@@ -218,6 +227,18 @@ class Probe:
 
         return post_grad_passes
 
+    def wrap_codegen(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        """``GraphLowering.codegen``: after it, every buffer's origins (what a full compile's copies are settled by)."""
+
+        @functools.wraps(original)
+        def codegen(graph_lowering: Any) -> Any:
+            out = original(graph_lowering)
+            if self._current_inner is not None:
+                self._current_inner.lowered = {**(self._current_inner.lowered or {}), **lowered_buffers(graph_lowering)}
+            return out
+
+        return codegen
+
     # ---- the backend ---------------------------------------------------------------------
     @functools.cached_property
     def backend(self) -> ProbeBackend:
@@ -246,8 +267,11 @@ class Probe:
             region.phase_seconds[after] += max(0.0, elapsed - prep - post_grad)
             self._current_inner, self._current_gm, self._post_grad_seconds, self._post_grad_started = saved
         inner.generated_code = str(getattr(out, "source_code", "") or "")
-        if inner.generated_code:  # a full compile: its code settles the buffers that were Inductor's choice
-            inner.clone_sites, settled = settle_inductors_choices(inner.clone_sites, inner.generated_code)
+        if inner.generated_code:  # a full compile: its code settles every copy (by identity when Inductor said)
+            if inner.lowered is not None:
+                inner.clone_sites, settled = settle_by_identity(inner.clone_sites, inner.generated_code, inner.lowered)
+            else:
+                inner.clone_sites, settled = settle_inductors_choices(inner.clone_sites, inner.generated_code)
             inner.notes += settled
         inner.recorder = CallRecorder(
             self.pools, inner.clone_sites, inner.functionalized, inner.binders, self.received_pools, inner.inputs
@@ -446,6 +470,7 @@ def instrumented_inductor(
                     "post_grad_passes",
                     probe.wrap_post_grad(compile_fx_module.post_grad_passes),
                 ),
+                mock.patch.object(GraphLowering, "codegen", probe.wrap_codegen(GraphLowering.codegen)),
             ):
                 # caches are off on purpose; dynamo says so once per process otherwise
                 warnings.filterwarnings("ignore", message=".*dynamo_pgo force disabled.*")

@@ -36,6 +36,11 @@ class SurvivingClone:
         graph_file / line: where the node is in the dump (filled when dumps are written).
         kind: ``"functionalization_clone"``, ``"aten_write_copy"`` or ``"collective_copy"`` (:class:`CopyKind`).
         written_bytes: bytes the ``copy_`` epilogue writes back into the pool per call (0: none).
+        calls: how many calls of its region ran this copy with this pool and these bytes (a graph called
+            once per layer lists one entry per layer, each with its own calls); None: every call of the
+            region (a finding built by hand).
+        upper_bound: whether the buffer is Inductor's lowering choice the check could not settle (counted,
+            an upper bound; a full compile's generated code settles it).
     """
 
     op: str
@@ -52,6 +57,8 @@ class SurvivingClone:
     kind: CopyKind = CopyKind.FUNCTIONALIZATION_CLONE
     written_bytes: int = 0
     explanation: Any = None  # compile_checks.explain.explanations.Explanation (why it survived, the fix)
+    calls: int | None = None
+    upper_bound: bool = False
 
     @property
     def traffic_bytes(self) -> int:
@@ -135,13 +142,29 @@ class CloneReport:
 
     @property
     def clone_bytes(self) -> int:
-        """Bytes the surviving copies move in one execution of each region that has one."""
-        return sum(c.nbytes for c in self.clones)
+        """Bytes the surviving copies move in the heaviest call of each region that has one, summed over
+        regions. A call runs each copy node once: a node listed once per pool it hit on different calls (a
+        graph called once per layer, a symbolic graph serving pools of several sizes) counts once, at its
+        largest (the rule of :func:`compile_checks.verdict.bytes_by_region`)."""
+        largest: dict[tuple[int, str], int] = {}
+        for c in self.clones:
+            key = (c.region, c.node or f"#{id(c)}")
+            largest[key] = max(largest.get(key, 0), c.nbytes)
+        return sum(largest.values())
 
     @property
     def clone_bytes_per_run(self) -> int:
-        """Bytes the copies moved over the whole run (the case's driver: every call of each region)."""
-        return sum(c.nbytes * self.region_calls.get(c.region, 1) for c in self.clones)
+        """Bytes the copies moved over the whole run: each entry's bytes times the calls that ran it (the
+        pool each call received, at that call's sizes). An entry without ``calls`` (built by hand) is charged
+        every call of its region, once per copy node."""
+        total, seen = 0, set()
+        for c in self.clones:
+            if c.calls is not None:
+                total += c.nbytes * c.calls
+            elif not c.node or (c.region, c.node) not in seen:
+                seen.add((c.region, c.node))
+                total += c.nbytes * self.region_calls.get(c.region, 1)
+        return total
 
     @property
     def clean(self) -> bool:

@@ -19,6 +19,7 @@ import inspect
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -58,6 +59,8 @@ INDUCTOR_HOOKS: tuple[HookSpec, ...] = (
     HookSpec("torch._inductor.compile_fx", "compile_fx_inner", ("gm", "example_inputs")),
     # analysis-only mode hands back an OutputCode that runs the post-grad FX graph
     HookSpec("torch._inductor.output_code", "MockFXGraphCacheOutput", ("gm",)),
+    # wrapped: after it, each lowered buffer's origins settle a full compile's copies by identity
+    HookSpec("torch._inductor.graph", "GraphLowering.codegen", ("self",)),
 )
 
 _verified: str | None = None
@@ -70,7 +73,9 @@ def _check(spec: HookSpec) -> None:
         module = importlib.import_module(spec.module)
     except ImportError as e:
         raise IncompatibleTorchError(f"{where}: module cannot be imported ({e}); the clone check cannot hook it") from e
-    fn = getattr(module, spec.name, None)
+    fn: Any = module
+    for part in spec.name.split("."):  # a method: Class.name
+        fn = getattr(fn, part, None)
     if fn is None:
         raise IncompatibleTorchError(f"{where} does not exist; the clone check hooks it and cannot run on this torch")
     try:

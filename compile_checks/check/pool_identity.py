@@ -92,6 +92,7 @@ class PoolIdentityWatch:
                 region=r.region,
                 node=f"output {r.output}",
                 kind=CopyKind.POOL_REPLACED,
+                calls=r.calls,
             )
             for r in self.replacements.values()
         ]

@@ -4,8 +4,9 @@ Every call of a compiled inner graph is observed (no cap): which named pools its
 overlap (a named pool no region ever receives is reported), and, for each copy site and
 each functionalized mutated argument, which pool it hits and how many bytes it copies
 *on that call* (symbolic sizes are evaluated from that call's inputs). Results are kept
-as a set of distinct hits; a call whose watched inputs repeat an earlier call's costs one
-tuple lookup.
+as distinct hits, each with the number of calls it ran on (a graph called once per layer copies
+one layer's pool per call, never every layer's); a call whose watched inputs repeat an earlier
+call's costs one tuple lookup and a counter increment per copy site.
 """
 
 from __future__ import annotations
@@ -124,13 +125,15 @@ class CallRecorder:
     received: set[str]
     # compile-time geometry of each graph input (placeholder order): graph offsets are relative to it
     inputs: Sequence[TensorGeometry | None] = ()
-    copy_hits: set[CopyHit] = field(default_factory=set)
+    # distinct (site, pool, bytes) -> how many calls ran it
+    copy_hits: dict[CopyHit, int] = field(default_factory=dict)
     arg_hits: set[ArgHit] = field(default_factory=set)
     problems: set[str] = field(default_factory=set)
     # every input's storage geometry, once per distinct watched key (explanations name the
     # pool behind a non-mutated input from it: "`v_pool` shares one storage with `k_pool` (layer0.k)")
     signatures: list[tuple[StorageRef | None, ...]] = field(default_factory=list)
-    _seen: set[tuple] = field(default_factory=set)
+    # watched key -> the copy hits a call with that key runs
+    _seen: dict[tuple, tuple[CopyHit, ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         watched = {s.placeholder_index for s in self.sites}
@@ -149,18 +152,23 @@ class CallRecorder:
         )
         bindings = bind_symbols(self.binders, args) if self.binders else {}
         key = (refs, tuple(sorted((str(k), v) for k, v in bindings.items())))
-        if key in self._seen:
-            return
-        self._seen.add(key)
-        self.signatures.append(tuple(StorageRef.of(a) if isinstance(a, torch.Tensor) else None for a in args))
-        by_index = dict(zip(self._watched, refs))
-        for i, site in enumerate(self.sites):
-            self._attribute_site(i, site, by_index.get(site.placeholder_index), bindings)
-        for i, fa in enumerate(self.functionalized):
-            ref = by_index.get(fa.placeholder_index) if fa.placeholder_index is not None else None
-            self.arg_hits.add(ArgHit(i, self._arg_pool(fa, ref, bindings)))
+        hits = self._seen.get(key)
+        if hits is None:
+            self.signatures.append(tuple(StorageRef.of(a) if isinstance(a, torch.Tensor) else None for a in args))
+            by_index = dict(zip(self._watched, refs))
+            hits = tuple(
+                self._attribute_site(i, site, by_index.get(site.placeholder_index), bindings)
+                for i, site in enumerate(self.sites)
+            )
+            self._seen[key] = hits
+            for i, fa in enumerate(self.functionalized):
+                ref = by_index.get(fa.placeholder_index) if fa.placeholder_index is not None else None
+                self.arg_hits.add(ArgHit(i, self._arg_pool(fa, ref, bindings)))
+        for hit in hits:
+            self.copy_hits[hit] = self.copy_hits.get(hit, 0) + 1
 
-    def _attribute_site(self, i: int, site: CloneSite, ph: StorageRef | None, bindings: dict) -> None:
+    def _attribute_site(self, i: int, site: CloneSite, ph: StorageRef | None, bindings: dict) -> CopyHit:
+        """What copy site ``i`` copies on a call with these inputs: its pool and its bytes at this call's sizes."""
         try:
             clone = site.clone.resolve(bindings)
             written = sum(g.resolve(bindings).nbytes for g in site.written)
@@ -169,7 +177,7 @@ class CallRecorder:
             self.problems.add(f"{site.op} argument {site.arg!r} (node {site.clone_node}): bytes unknown, {e}")
             clone, written, view = site.clone, sum(g.nbytes for g in site.written), None
         pool = self.pools.match(view, ph) if (ph is not None and self.pools) else None
-        self.copy_hits.add(CopyHit(i, pool, clone.nbytes, clone.shape, written))
+        return CopyHit(i, pool, clone.nbytes, clone.shape, written)
 
     def _arg_pool(self, fa: FunctionalizedArg, ref: StorageRef | None, bindings: dict) -> str | None:
         if ref is None or not self.pools:

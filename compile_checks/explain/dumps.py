@@ -141,7 +141,7 @@ def render_index(report: CloneReport, dump_dir: str) -> str:
         if report.clean
         else (
             f"{len(report.clones)} surviving pool clone(s), "
-            f"{bytes_per_call([{'region': c.region, 'nbytes': c.nbytes} for c in report.clones])} "
+            f"{bytes_per_call([{'region': c.region, 'node': c.node, 'nbytes': c.nbytes} for c in report.clones])} "
             f"(one call of a region copies its own clones only), "
             f"{report.clone_bytes_per_run} bytes over this run's region calls"
         )
@@ -181,7 +181,7 @@ def render_index(report: CloneReport, dump_dir: str) -> str:
                 where = f"{_rel(c.graph_file, root)}:{c.line}" if c.graph_file else "(line not found)"
                 lines.append(
                     f"  - node `{c.node}` -> `{c.op}` `{c.arg}` (pool {c.pool or '-'}): {c.nbytes} bytes "
-                    f"{list(c.shape)} {str(c.dtype).removeprefix('torch.')} at {where}"
+                    f"{list(c.shape)} {str(c.dtype).removeprefix('torch.')}{_calls(c)} at {where}"
                 )
             for c in clones:
                 if c.explanation is not None:
@@ -192,6 +192,12 @@ def render_index(report: CloneReport, dump_dir: str) -> str:
     if report.notes:
         lines += ["## notes", ""] + [f"- {n}" for n in report.notes] + [""]
     return "\n".join(lines)
+
+
+def _calls(c: SurvivingClone) -> str:
+    """On how many calls the copy ran with this pool and size (each call is charged only its own)."""
+    bound = ", an upper bound" if c.upper_bound else ""
+    return f" on {c.calls} call(s){bound}" if c.calls is not None else bound
 
 
 def write_index(report: CloneReport, dump_dir: str) -> Path:

@@ -14,8 +14,10 @@ post-grad graph, and it runs every time that region runs. Per call it costs:
   "aten_write_copy"``): the clone row is its copy-in, the copy-back row its copy-out.
 
 The analysis lists a copy once per pool it hits (a clone node that serves layer 0
-and layer 1 in turn appears twice), so bytes are counted once per distinct
-``(region, node)``. Pure functions: testable on hand-built findings.
+and layer 1 in turn appears twice), each entry with the calls that ran it: a call is
+charged only the copy of the pool that call received, at that call's sizes (a graph called
+once per layer copies one layer per call; a symbolic graph copies each call's own size).
+Pure functions: testable on hand-built findings.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ class NodeCost:
     arg: str
     pool: str | None
     bytes_per_call: int  # traffic: read + write
-    region_calls: int
+    region_calls: int  # the calls of its region that ran this copy (of this pool, at these bytes)
     bytes_per_run: int
 
     def to_dict(self) -> dict[str, Any]:
@@ -48,7 +50,7 @@ class NodeCost:
 
 
 def executed_clones(report: CloneReport) -> list[SurvivingClone]:
-    """One entry per copy that runs: distinct ``(region, node)`` (entries without a node stay distinct)."""
+    """One entry per copy node: distinct ``(region, node)`` (entries without a node stay distinct)."""
     seen: set[tuple[int, str]] = set()
     out: list[SurvivingClone] = []
     for c in report.clones:
@@ -60,12 +62,21 @@ def executed_clones(report: CloneReport) -> list[SurvivingClone]:
     return out
 
 
+def charged_clones(report: CloneReport) -> list[SurvivingClone]:
+    """The entries a run is charged for: each with its own calls (the pool that call received, at that
+    call's sizes); an entry without ``calls`` (built by hand) is charged every call of its region, once
+    per copy node."""
+    counted = [c for c in report.clones if c.calls is not None]
+    unknown = CloneReport(clones=[c for c in report.clones if c.calls is None])
+    return counted + executed_clones(unknown)
+
+
 def node_costs(case: str, report: CloneReport) -> list[NodeCost]:
     """Every extra copy of the run as rows: two per surviving copy (copy-in and copy-back,
     whose size is the check's ``SurvivingClone.written_bytes``: the mutated view it writes back)."""
     rows: list[NodeCost] = []
-    for c in executed_clones(report):
-        calls = int(report.region_calls.get(c.region, 0))
+    for c in charged_clones(report):
+        calls = int(c.calls if c.calls is not None else report.region_calls.get(c.region, 0))
         scatter = c.kind == CopyKind.ATEN_WRITE_COPY
         for cost, per_call in (
             ("scatter_copy_in" if scatter else "clone", c.traffic_bytes),
@@ -109,6 +120,7 @@ def kernel_bytes_per_run(report: CloneReport) -> int:
 __all__ = [
     "NodeCost",
     "bytes_per_run",
+    "charged_clones",
     "clone_only_bytes_per_run",
     "executed_clones",
     "kernel_bytes_per_run",

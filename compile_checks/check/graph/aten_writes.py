@@ -114,17 +114,61 @@ def _scatters_back_clones(chain: list[torch.fx.Node], clones: Collection[str]) -
 
 
 def allocates_buffer(write: torch.fx.Node) -> bool:
-    """Whether Inductor's code gives this functional write a buffer of its own.
+    """Whether Inductor's code may give this functional write a buffer of its own.
 
     A view scatter (``slice_scatter``, ``select_scatter`` ...) lowers pointwise: when its only
-    users are the ``copy_`` epilogue or the next functional write of the chain it is computed
-    inside that loop (``k[a:b] = x`` becomes one read-modify-write pass over ``k``, no buffer).
-    Every other functional write (``index_put``, ``scatter`` ...) clones its ``self`` into a
-    buffer first, one per write.
+    users are the ``copy_`` epilogue or the next functional write of the chain, straight or through a
+    permutation (``k.t()[2] = x``), it is computed inside that loop (``k[a:b] = x`` becomes one
+    read-modify-write pass over ``k``, no buffer). Read besides, or written back through a reshape or a
+    dtype view (``k.view(NB, BS, H, D)[b][o] = x``, ``raw.view(torch.float32)[:, c] = x``), it may get a
+    pool-sized buffer: Inductor's choice (:func:`buffer_choice_reason`). Every other functional write
+    (``index_put``, ``scatter`` ...) clones its ``self`` into a buffer first, one per write.
     """
     if not is_view_scatter(write):
         return True
-    return any(not _is_write_back_or_chain(user) for user in write.users)
+    return any(not _is_write_back_or_chain(user) for user in write.users) or _nested_with_a_later_read(write)
+
+
+def _nested_with_a_later_read(write: torch.fx.Node) -> bool:
+    """A view scatter of a view scatter (``k.select(0, i).narrow(0, a, n).fill_(1)``) whose input is still read
+    after it: seen in Inductor's code to realize the scatter into a pool-sized buffer (a single-level
+    ``slice_scatter`` read so stays one pass; a property test over view chains found the nested one)."""
+    src = view_chain_root(write.args[1])[0]  # type: ignore[arg-type]
+    if not is_functional_write(src):
+        return False
+    base = view_chain_root(write.args[0])[0]  # type: ignore[arg-type]
+    while is_functional_write(base):
+        base = view_chain_root(base.args[0])[0]  # type: ignore[arg-type]
+    if base.op != "placeholder":
+        return False
+    order = {n: i for i, n in enumerate(write.graph.nodes)}
+    return any(
+        order[user] > order[write] and user.target is not _aten.copy_.default and not is_functional_write(user)
+        for view in _views_of(base)
+        for user in view.users
+    )
+
+
+def _views_of(node: torch.fx.Node) -> list[torch.fx.Node]:
+    """``node`` and every view of it (through views of views)."""
+    out, todo = [node], [node]
+    while todo:
+        for user in todo.pop().users:
+            if user.op == "call_function" and aliased_input(user) is not None and user not in out:
+                out.append(user)
+                todo.append(user)
+    return out
+
+
+def buffer_choice_reason(write: torch.fx.Node) -> str:
+    """Why a view scatter that :func:`allocates_buffer` may still get none: the reason an upper bound gives."""
+    if read_only_through_sub_views(write):
+        return "is read only through sub-views besides its write-back"
+    if any(_is_write_back_or_chain(u, permutes_only=False) for u in write.users if not _is_write_back_or_chain(u)):
+        return "reaches its write-back through a reshape or dtype view"
+    if _nested_with_a_later_read(write):
+        return "scatters a nested view while the old input is still read after it"
+    return "is read besides its write-back"
 
 
 # views whose result is a sub-range of their input's elements (the window read of a scattered cache)
@@ -157,15 +201,29 @@ def read_only_through_sub_views(write: torch.fx.Node) -> bool:
     return True
 
 
-def _is_write_back_or_chain(user: torch.fx.Node) -> bool:
+def _is_write_back_or_chain(user: torch.fx.Node, permutes_only: bool = True) -> bool:
     """The ``copy_`` epilogue, the next functional write of the chain, or a view of the value that only
     those read (``copy_(k, permute(select_scatter(permute(k), x, 0, 2)))`` for ``k.t()[2] = x``: Inductor
-    computes the scatter inside the write-back's loop, as when there is no view between them)."""
+    computes the scatter inside the write-back's loop, as when there is no view between them).
+
+    ``permutes_only``: only a permutation of the value counts as such a view. A reshape or a dtype view
+    between the scatter and its write-back (``view``, ``unsqueeze``, ``view.dtype``) is seen in Inductor's
+    code to realize the scatter into a pool-sized buffer."""
     if user.op != "call_function":
         return False
     if user.target is _aten.copy_.default or is_functional_write(user):
         return True
-    return aliased_input(user) is not None and bool(user.users) and all(_is_write_back_or_chain(u) for u in user.users)
+    if aliased_input(user) is None or not user.users:
+        return False
+    if permutes_only and getattr(user.target, "overloadpacket", None) not in _PERMUTE_OPS:
+        return False
+    return all(_is_write_back_or_chain(u, permutes_only) for u in user.users)
+
+
+# views that only reorder the dimensions: a scatter written back through them stays one pass
+_PERMUTE_OPS: frozenset[object] = frozenset(
+    getattr(_aten, name) for name in ("permute", "transpose", "t", "alias") if hasattr(_aten, name)
+)
 
 
 def _numel(node: torch.fx.Node) -> int | None:
@@ -205,6 +263,9 @@ def find_aten_write_copies(graph: torch.fx.Graph, written_back_clones: Collectio
     the written buffer, ``written`` the write-back of the chain's last write.
     A chain that only scatters ``written_back_clones`` (names of functionalization-clone
     nodes already reported) back into the input is their write-back, not a copy of its own.
+    A view scatter that writes back the result of a functional write into a view of the same input
+    (``kv[:, 0][blocks, offs] = x``: ``select_scatter(kv, index_put(select(kv)))``) is that write's
+    buffer, the size of the view: one site, the inner write's (:func:`_inner_write`).
     """
     inputs = placeholder_indices(graph)
     found: dict[torch.fx.Node, CloneSite] = {}
@@ -217,6 +278,14 @@ def find_aten_write_copies(graph: torch.fx.Graph, written_back_clones: Collectio
             continue
         dst_geo = geometry_of(copy_node.args[0].meta.get("val"))  # type: ignore[union-attr]
         for write in chain:
+            inner = _inner_write(write, placeholder)
+            if inner is not None:
+                scattered = geometry_of(write.args[1].meta.get("val"))  # type: ignore[union-attr]
+                if inner not in found:
+                    site = _write_site(inner, placeholder, inputs[placeholder], (scattered,) if scattered else ())
+                    if site is not None:
+                        found[inner] = site
+                continue
             if not allocates_buffer(write):
                 continue
             written = (dst_geo,) if dst_geo is not None and write is chain[0] else ()
@@ -228,6 +297,22 @@ def find_aten_write_copies(graph: torch.fx.Graph, written_back_clones: Collectio
             elif site is not None:
                 found[write] = site
     return list(found.values())
+
+
+def _inner_write(write: torch.fx.Node, placeholder: torch.fx.Node) -> torch.fx.Node | None:
+    """The functional write (not a view scatter) whose result a view scatter writes back into a view of
+    ``placeholder`` (through nested view scatters), when that write's ``self`` is a view of the same input."""
+    if not is_view_scatter(write):
+        return None
+    cur = view_chain_root(write.args[1])[0]  # type: ignore[arg-type]
+    while is_view_scatter(cur):
+        cur = view_chain_root(cur.args[1])[0]  # type: ignore[arg-type]
+    if not is_functional_write(cur):
+        return None
+    base = view_chain_root(cur.args[0])[0]  # type: ignore[arg-type]
+    while is_functional_write(base):  # ``v = kv[:, 1]`` re-read from the K write's result: the same input
+        base = view_chain_root(base.args[0])[0]  # type: ignore[arg-type]
+    return cur if base is placeholder else None
 
 
 def _write_site(
@@ -253,8 +338,22 @@ def _write_site(
         written=written,
         clone_source=self_geo,
         view_in_input_storage=True,
-        buffer_is_inductors_choice=is_view_scatter(write) and read_only_through_sub_views(write),
+        buffer_is_inductors_choice=is_view_scatter(write),
+        choice_reason=buffer_choice_reason(write) if is_view_scatter(write) else "",
+        feeds=_scattered_writes(write),
     )
+
+
+def _scattered_writes(write: torch.fx.Node) -> tuple[str, ...]:
+    """Names of the functional writes (and view scatters) whose value a view scatter writes into its ``self``."""
+    if not is_view_scatter(write):
+        return ()
+    out: list[str] = []
+    cur = view_chain_root(write.args[1])[0]  # type: ignore[arg-type]
+    while is_functional_write(cur):
+        out.append(cur.name)
+        cur = view_chain_root(cur.args[1] if is_view_scatter(cur) else cur.args[0])[0]  # type: ignore[arg-type]
+    return tuple(out)
 
 
 def _with_written(site: CloneSite, geo: TensorGeometry) -> CloneSite:
@@ -267,6 +366,7 @@ __all__ = [
     "COLLECTIVE_WRITE_OPS",
     "FUNCTIONAL_WRITE_OPS",
     "allocates_buffer",
+    "buffer_choice_reason",
     "find_aten_write_copies",
     "is_functional_write",
     "read_only_through_sub_views",

@@ -1,18 +1,29 @@
 """The buffers a full compile's generated code allocates, to settle what the post-grad graph cannot.
 
-Whether a view scatter read only through sub-views gets a buffer of its own is Inductor's lowering
-choice (:attr:`CloneSite.buffer_is_inductors_choice`). A full compile's wrapper code says: each buffer
-is ``bufN = empty_strided_<device>((shape), (stride), torch.<dtype>)``, or ``bufN = bufM; del bufM  #
-reuse`` (Inductor reuses a dead buffer only for one of the same size: a new buffer's worth of bytes).
-The analysis-only mode has no such code: there the site stays, an upper bound.
+Whether a view scatter gets a buffer of its own is Inductor's lowering choice
+(:attr:`CloneSite.buffer_is_inductors_choice`): it may compute the scatter inside its readers and the
+write-back (no buffer), or realize it (a pool-sized buffer that the write-back copies from). A full
+compile's wrapper code says: each buffer is ``bufN = empty_strided_<device>((shape), (stride),
+torch.<dtype>)``, or ``bufN = bufM; del bufM  # reuse`` (a new buffer in a dead one's memory).
+
+A site is settled by identity (:func:`settle_by_identity`): Inductor's IR records, for every buffer it
+lowered, the post-grad nodes it was computed from (``origins``, read by the probe when the code is
+generated: :func:`lowered_buffers`). The copy is confirmed when the code allocates a buffer computed from
+the site's node at least as big as the copy; an unrelated activation of the pool's byte size (an SDPA
+window, a returned tensor) is never taken for it. Without those records (another wrapper) the old rule
+applies to the sites that are Inductor's choice: a buffer of the site's byte size (:func:`settle_inductors_choices`).
+The analysis-only mode has no such code: there the site stays, an upper bound with its reason.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -21,6 +32,83 @@ from compile_checks.check.graph.sites import CloneSite
 # the Python wrapper's allocation (CPU / CUDA / XPU ...); dims are ints, or sizes like s0 when symbolic
 _ALLOC = re.compile(r"^\s*(\w+) = empty_strided_\w+\(\(([^)]*)\), \([^)]*\), (?:device=[^,]+, )?torch\.(\w+)\)", re.M)
 _REUSE = re.compile(r"^\s*(\w+) = (\w+); del \2  # reuse", re.M)
+
+
+@dataclass(frozen=True)
+class LoweredBuffer:
+    """One buffer of Inductor's IR: the post-grad nodes it was computed from, its bytes (a symbolic size at
+    its hint; None when unknown)."""
+
+    origins: frozenset[str]
+    nbytes: int | None
+
+
+def lowered_buffers(graph_lowering: Any) -> dict[str, LoweredBuffer]:
+    """Name -> :class:`LoweredBuffer` for every buffer a ``GraphLowering`` registered (read after its codegen)."""
+    out: dict[str, LoweredBuffer] = {}
+    for buf in getattr(graph_lowering, "buffers", ()):
+        try:
+            name = buf.get_name()
+        except Exception:  # an unnamed buffer is never in the code
+            continue
+        origins = {o.name for o in getattr(buf, "origins", ()) or () if hasattr(o, "name")}
+        data = getattr(buf, "data", None)
+        origins |= {o.name for o in getattr(data, "origins", ()) or () if hasattr(o, "name")}
+        out[name] = LoweredBuffer(frozenset(origins), _buffer_bytes(graph_lowering, buf))
+    return out
+
+
+def _buffer_bytes(graph_lowering: Any, buf: Any) -> int | None:
+    try:
+        numel = math.prod(buf.get_size()) if buf.get_size() else 1
+        sizevars = graph_lowering.sizevars
+        hint_of = getattr(sizevars, "optimization_hint", None) or sizevars.size_hint
+        return int(hint_of(numel, fallback=None)) * buf.get_dtype().itemsize
+    except Exception:  # no layout (a mutation or multi-output node), no hint: size unknown
+        return None
+
+
+def allocated_names(code: str) -> set[str]:
+    """Every buffer name the wrapper allocates (``empty_strided``) or places in a dead buffer's memory (reuse)."""
+    return {name for name, _shape, _dtype in _ALLOC.findall(code)} | {new for new, _old in _REUSE.findall(code)}
+
+
+def settle_by_identity(
+    sites: Sequence[CloneSite], code: str, buffers: Mapping[str, LoweredBuffer]
+) -> tuple[list[CloneSite], list[str]]:
+    """The sites whose copy the generated code allocates, and a note for each it does not.
+
+    Confirmed: the code allocates a buffer computed from the site's node, or from a write it scatters
+    (:attr:`CloneSite.feeds`: ``index_put`` into ``k.unsqueeze(0)[0]``), per its IR origins, at least as big
+    as the copy at its hint (or of unknown size: never dropped on a doubt). Every site is settled so,
+    certain or Inductor's choice: the code is the truth.
+    """
+    free = {n: buffers[n] for n in sorted(allocated_names(code)) if n in buffers}
+    kept: list[CloneSite] = []
+    notes: list[str] = []
+    # one buffer is one copy: certain sites claim theirs first, then Inductor's choices
+    for site in sorted(sites, key=lambda s: s.buffer_is_inductors_choice):
+        size = _nbytes(site)
+        names = {site.clone_node, *site.feeds}
+        hit = next(
+            (
+                n
+                for n, b in free.items()
+                if names & b.origins and (b.nbytes is None or size is None or b.nbytes >= size)
+            ),
+            None,
+        )
+        if hit is not None:
+            del free[hit]
+            kept.append(dataclasses.replace(site, buffer_is_inductors_choice=False))  # settled: certain
+        else:
+            notes.append(
+                f"{site.clone_node}: {site.op} into {site.placeholder}: the generated code allocates no buffer "
+                f"computed from it{f' of {size} bytes' if size is not None else ''} (Inductor computed it inside "
+                "its readers and the write-back), so it is no copy"
+            )
+    order = {s.clone_node: i for i, s in enumerate(sites)}
+    return sorted(kept, key=lambda s: order[s.clone_node]), notes
 
 
 def allocated_bytes(code: str) -> Counter[int | None] | None:
@@ -77,10 +165,11 @@ def settle_inductors_choices(sites: Sequence[CloneSite], code: str) -> tuple[lis
 
 def upper_bound_note(site: CloneSite) -> str:
     """What analysis-only (or a scan of a trace without output code) says of a site that is Inductor's choice."""
+    reason = site.choice_reason or "is read only through sub-views besides its write-back"
     return (
-        f"{site.clone_node}: {site.op} into {site.placeholder} is read only through sub-views besides its write-back: "
-        "Inductor may compute it inside its readers with no buffer, so it is counted as a copy (an upper bound); "
-        "a full compile (--full) settles it from the generated code"
+        f"{site.clone_node}: {site.op} into {site.placeholder} {reason}: Inductor may compute it inside its "
+        "readers and the write-back with no buffer, or realize it in a pool-sized one; counted as a copy (an "
+        "upper bound); a full compile (--full) settles it from the generated code"
     )
 
 
@@ -91,4 +180,12 @@ def _nbytes(site: CloneSite) -> int | None:
         return None
 
 
-__all__ = ["allocated_bytes", "settle_inductors_choices", "upper_bound_note"]
+__all__ = [
+    "LoweredBuffer",
+    "allocated_bytes",
+    "allocated_names",
+    "lowered_buffers",
+    "settle_by_identity",
+    "settle_inductors_choices",
+    "upper_bound_note",
+]

@@ -42,11 +42,17 @@ class CloneSite:
     # other (op, argument) pairs written through the same copy (a shared v2 base, two ops on one
     # clone): one buffer in the generated code, so one site
     also_feeds: tuple[tuple[str, str], ...] = ()
-    # a view scatter whose other readers each take a strict sub-view of it (the window ``cache[:, :end]``
-    # read after ``cache[:, a:b] = x``): whether it gets a buffer is Inductor's lowering choice (it may
-    # compute it inside its readers and the write-back, no buffer), so this site is an upper bound until
-    # a full compile's generated code says (compile_checks.check.graph.generated_buffers)
+    # a view scatter read besides its write-back (the window ``cache[:, :end]`` read after ``cache[:, a:b] =
+    # x``, a whole-cache reader, symbolic sizes) or written back through a reshape or dtype view: whether it
+    # gets a buffer is Inductor's lowering choice (it may compute it inside its readers and the write-back,
+    # no buffer), so this site is an upper bound until a full compile's generated code says
+    # (compile_checks.check.graph.generated_buffers)
     buffer_is_inductors_choice: bool = False
+    # why it is Inductor's choice (the upper bound's reason), e.g. "reaches its write-back through a reshape"
+    choice_reason: str = ""
+    # functional writes whose value the site scatters into the input (``index_put`` into ``k.unsqueeze(0)[0]``,
+    # scattered back by ``select_scatter``): Inductor may compute the copy's buffer from them
+    feeds: tuple[str, ...] = ()
 
     def real_view(
         self, placeholder: StorageRef, bindings: dict, compiled_input: TensorGeometry | None = None
