@@ -244,3 +244,14 @@ class CacheServed(StrEnum):
 
 
 __all__ += ["CacheProblem", "CacheServed"]
+
+
+class EagerCompared(StrEnum):
+    """What ``eager_match`` compared eager with: analysis-only runs the post-grad FX graph, not Inductor's
+    generated code, so a miscompile in codegen (a wrong offset handed to an op) is not in that comparison."""
+
+    POST_GRAD = "post-grad graph, not generated code"
+    GENERATED = "generated code"
+
+
+__all__ += ["EagerCompared"]

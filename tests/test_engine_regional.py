@@ -63,6 +63,7 @@ def test_fused_paged_is_one_site_of_the_whole_allocation_per_call() -> None:
     outcome = _outcome(result)  # the negative control: analysis-only compared no generated code
     assert outcome.eager_match is True and outcome.eager_compared == EagerCompared.POST_GRAD
     assert outcome.to_dict()["eager_compared"] == "post-grad graph, not generated code"
+    assert result.eager_compared == EagerCompared.POST_GRAD  # the plugin's CaseResult says the same
 
 
 def test_full_runs_the_generated_code_and_catches_the_miscompile() -> None:
@@ -72,4 +73,4 @@ def test_full_runs_the_generated_code_and_catches_the_miscompile() -> None:
     lost = {f.pool for f in result.report.run_findings if f.kind == WriteProblem.LOST_WRITE}
     assert {"layer0.v", "layer1.v"} <= lost, result.failure_reasons()
     assert any("reinterpret_tensor" in code for s in result.report.sources.values() for code in s.generated)
-    assert _outcome(result).eager_compared == EagerCompared.GENERATED
+    assert _outcome(result).eager_compared == EagerCompared.GENERATED == result.eager_compared

@@ -16,6 +16,7 @@ from compile_checks.case.definition import Case
 from compile_checks.case.run_findings import checks_writes, run_findings
 from compile_checks.case.without_values import without_values
 from compile_checks.pipelines import compile_for_pipeline, resolve
+from compile_checks.vocab import EagerCompared
 
 if TYPE_CHECKING:  # the checker imports torch: loading a case file must stay cheap
     from compile_checks.api import CloneCheck
@@ -43,7 +44,7 @@ class CaseResult:
         notes: what the run noted besides the verdict (the report's own notes are in ``report.notes``).
 
     Properties: :attr:`clean` (no copy survived), :attr:`expect_clean`, :attr:`pipeline`,
-    :attr:`check_errors`, :attr:`verdict_met`, :attr:`passed`, :attr:`check_passed`.
+    :attr:`check_errors`, :attr:`verdict_met`, :attr:`passed`, :attr:`check_passed`, :attr:`eager_compared`.
     """
 
     case: Case
@@ -60,6 +61,13 @@ class CaseResult:
     def clean(self) -> bool:
         """No pool copy survived, neither of a named pool nor of another mutated input (``CloneReport.clean``)."""
         return self.report.clean
+
+    @property
+    def eager_compared(self) -> EagerCompared | None:
+        """What :attr:`eager_match` compared eager with (the post-grad graph analysis-only); None: nothing."""
+        if self.eager_match is None:
+            return None
+        return EagerCompared.POST_GRAD if self.analysis_only else EagerCompared.GENERATED
 
     @property
     def expect_clean(self) -> bool:

@@ -190,11 +190,11 @@ def limit_message(hit: LimitHit, *, raised: bool, needed: tuple[int, bool] | Non
             f"the run needed {need} graphs of it" if exact else f"the run needed more than {COUNT_CAP} graphs of it"
         )
         blocks = (
-            f"{counted} ({who} guarded apart: TORCH_LOGS=recompiles says why; the check let dynamo compile past "
-            f"the limit to count them)"
+            f"{counted} (its calls guarded apart by their shapes, ints or blocks: TORCH_LOGS=recompiles says why; "
+            "the check let dynamo compile past the limit to count them)"
         )
-        if hit.owner and hit.blocks > hit.limit:
-            blocks += f"; {hit.blocks} blocks of class {hit.owner} share this code"
+        if hit.owner and hit.blocks:
+            blocks += f"; {hit.blocks} block{'s' if hit.blocks != 1 else ''} of class {hit.owner} share this code"
     elif hit.owner and hit.blocks > hit.limit:
         blocks = (
             f"{hit.blocks} blocks of class {hit.owner} share this code and dynamo guards each apart (one graph per "

@@ -9,24 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from compile_checks.verdict import case_passed, copy_fields, failure_reasons, render_copy, verdict_met
-from compile_checks.vocab import PHASES, ErrorKind, Pipeline
+from compile_checks.vocab import PHASES, EagerCompared, ErrorKind, Pipeline
 
 if TYPE_CHECKING:
     from compile_checks.case import CaseResult
     from compile_checks.gate.plan import PlannedCase
     from compile_checks.ranks import RankedResult
-
-
-class EagerCompared(StrEnum):
-    """What ``eager==compiled`` compared eager against: in analysis-only mode the post-grad FX graph runs,
-    not Inductor's generated code, so a miscompile in codegen (a wrong offset handed to an op) is unseen."""
-
-    POST_GRAD = "post-grad graph, not generated code"
-    GENERATED = "generated code"
 
 
 @dataclass

@@ -79,11 +79,16 @@ def _eager(o: Outcome) -> str:
         return "-"
     cell = "yes" if o.eager_match else f"[red]NO ({o.max_abs_diff:.2e})[/red]"
     # analysis-only ran the post-grad graph: a codegen miscompile is not in this comparison (gate --full)
-    return f"{cell} ({o.eager_compared})" if o.eager_compared == EagerCompared.POST_GRAD else cell
+    return f"{cell} {POST_GRAD_MARK}" if o.eager_compared == EagerCompared.POST_GRAD else cell
+
+
+POST_GRAD_MARK = "(post-grad)"
+POST_GRAD_CAPTION = f"{POST_GRAD_MARK}: eager was compared with the {EagerCompared.POST_GRAD} (gate --full runs it)"
 
 
 def verdict_table(outcomes: Sequence[Outcome], title: str) -> Any:
-    t = Table(title=title)
+    post_grad = any(o.eager_compared == EagerCompared.POST_GRAD for o in outcomes)
+    t = Table(title=title, caption=POST_GRAD_CAPTION if post_grad else None, caption_justify="left")
     for col in ("case", "pipeline", "mode", "verdict", "expected", "eager==compiled", "graphs", "result", "wall s"):
         # a narrow terminal folds the case label and the verdict (pool names, bytes) rather than cut them off
         t.add_column(col, overflow="fold" if col in ("case", "verdict") else "ellipsis")
