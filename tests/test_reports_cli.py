@@ -174,9 +174,11 @@ def test_top_level_reports_holds_no_alias_modules() -> None:
         "__init__.py",
         "__main__.py",
         "bench.py",
+        "bench_full.py",
         "bench_hotpath.py",
         "bench_writes.py",
         "bench_writes_dit.py",
+        "diagram.py",
     ]
     for name in ("reports.cli", "reports.traffic", "reports.plot", "reports.baseline"):
         assert importlib.util.find_spec(name) is None, name
