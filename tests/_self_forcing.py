@@ -160,3 +160,11 @@ def self_forcing_case(
 def cases() -> list[Case]:
     """A TARGET: the clean stack and its cloning twin (the negative control)."""
     return [self_forcing_case("self_forcing"), self_forcing_case("self_forcing_fused", layout="fused")]
+
+
+def static_cases() -> list[Case]:
+    """:func:`cases` with static shapes. A full compile's truth is the generated code: under torch.compile's
+    default (``dynamic=None``) the recompiled block graphs are symbolic and Inductor's code for the fused
+    twin allocates no cache-sized buffer, so a full compile of :func:`cases` is rightly clean; with static
+    shapes the fused twin's copies are in the generated code and it stays a negative control."""
+    return [c.replace(dynamic=False) for c in cases()]

@@ -11,6 +11,7 @@ control: the same case analysis-only must not claim to have compared generated c
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 from pathlib import Path
 
@@ -24,8 +25,20 @@ from compile_checks.vocab import WriteProblem
 REGIONAL = Path(__file__).resolve().parent.parent / "examples" / "engine_regional"
 sys.path.insert(0, str(REGIONAL))
 
-from cases import build_case  # noqa: E402
 from lingbot_like import LingBotConfig  # noqa: E402
+
+
+def _load_cases():  # type: ignore[no-untyped-def]
+    """examples/engine_regional/cases.py under a name of its own: other examples have a ``cases`` module
+    too, and a worker that imported one first would hand this test its ``build_case``."""
+    spec = importlib.util.spec_from_file_location("engine_regional_cases", REGIONAL / "cases.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+build_case = _load_cases().build_case
 
 pytestmark = [pytest.mark.compile, pytest.mark.slow]
 ONE_CHUNK = LingBotConfig(num_chunks=1)
