@@ -33,7 +33,7 @@ from torch._inductor.fx_passes import reinplace as inductor_reinplace
 from torch.fx.passes.graph_transform_observer import GraphTransformObserver
 
 from compile_checks.check.graph.fx_helpers import is_clone
-from compile_checks.check.graph.sites import is_view_scatter
+from compile_checks.check.graph.sites import is_view_scatter, scattered_source
 from compile_checks.explain.refusals.records import Refusal
 from compile_checks.explain.refusals.replay import cloned_args, explain_refusals, reconcile
 from compile_checks.vocab import Cause
@@ -250,22 +250,6 @@ def _find_culprits(record: GraphRecord) -> None:
                 break
 
 
-def _write_under_scatter(node: torch.fx.Node) -> torch.fx.Node | None:
-    """The write whose result a view scatter copies into its base: down the scatter's source, through views
-    and the scatters of an enclosing view (``select_scatter(buf, select_scatter(buf[i], index_put(...)))``)."""
-    cur = node.args[1] if len(node.args) > 1 else None
-    for _ in range(64):
-        if not isinstance(cur, torch.fx.Node) or cur.op != "call_function":
-            return None
-        if is_view_scatter(cur):
-            cur = cur.args[1] if len(cur.args) > 1 else None
-        elif inductor_reinplace._is_view_op(cur.target):
-            cur = cur.args[0] if cur.args else None
-        else:
-            return cur
-    return None
-
-
 def map_clones(graph: torch.fx.Graph, record: GraphRecord) -> None:
     """Final-graph ``aten.clone`` nodes made by the decomposition -> the refusal they stand for
     (same base tensor under the clone's view chain; graph order breaks ties); and view scatters Inductor
@@ -291,7 +275,7 @@ def map_clones(graph: torch.fx.Graph, record: GraphRecord) -> None:
     for node in graph.nodes:
         if node.name in before or node.name in record.clone_nodes or not is_view_scatter(node):
             continue
-        write = _write_under_scatter(node)
+        write = scattered_source(node)
         if write is not None and write.name in by_write:
             record.clone_nodes[node.name] = by_write[write.name]
 

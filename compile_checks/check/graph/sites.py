@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import torch
 import torch.fx
+from torch._inductor.fx_passes import reinplace as inductor_reinplace
 
 from compile_checks.check.graph.geometry import StorageRef, TensorGeometry
 from compile_checks.vocab import CopyKind
@@ -104,4 +105,21 @@ def is_view_scatter(node: torch.fx.Node) -> bool:
     )
 
 
-__all__ = ["VIEW_SCATTER_OPS", "CloneSite", "is_view_scatter"]
+def scattered_source(node: torch.fx.Node) -> torch.fx.Node | None:
+    """The node whose result a view scatter copies into its base: down the scatter's source, through views
+    and the scatters of an enclosing view (``select_scatter(buf, select_scatter(buf[i], index_put(...)))``);
+    None when the chain leaves the graph's op calls."""
+    cur = node.args[1] if len(node.args) > 1 else None
+    for _ in range(64):
+        if not isinstance(cur, torch.fx.Node) or cur.op != "call_function":
+            return None
+        if is_view_scatter(cur):
+            cur = cur.args[1] if len(cur.args) > 1 else None
+        elif inductor_reinplace._is_view_op(cur.target):
+            cur = cur.args[0] if cur.args else None
+        else:
+            return cur
+    return None
+
+
+__all__ = ["VIEW_SCATTER_OPS", "CloneSite", "is_view_scatter", "scattered_source"]

@@ -41,6 +41,7 @@ import torch.fx
 
 from compile_checks.check.writes.finding import WriteFinding
 from compile_checks.check.writes.lost import eager_reference
+from compile_checks.check.writes.positions import index_runs
 from compile_checks.vocab import WriteProblem
 
 # calls of each region whose reachable pools are also checksummed whole (rollback verified, stray writes)
@@ -173,7 +174,7 @@ class CallWriteCheck:
         for (region, _pool, _kind), seen in merged.items():
             f, total = seen.first, self.calls.get(region, 0)
             again = seen.calls[1:]
-            more = f"; again in {len(again)} later call(s) ({_ranges(again)})" if again else ""
+            more = f"; again in {len(again)} later call(s) ({index_runs(again, limit=4)})" if again else ""
             where = f"{self.label(region)}, call {seen.calls[0]} of {total}"
             details = {**f.details, "calls": list(seen.calls), "of_calls": total}
             out.append(dataclasses.replace(f, message=f"{where}: {f.message}{more}", details=details))
@@ -186,17 +187,6 @@ def _diverged(f: WriteFinding) -> str:
         f"pool {f.pool!r}: the compiled run left {where} not as eager did, and another call of this region was seen "
         "starting from another state than its eager run"
     )
-
-
-def _ranges(ix: list[int], limit: int = 4) -> str:
-    runs: list[tuple[int, int]] = []
-    for i in ix:
-        if runs and i == runs[-1][1] + 1:
-            runs[-1] = (runs[-1][0], i)
-        else:
-            runs.append((i, i))
-    text = ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs[:limit])
-    return text + (", ..." if len(runs) > limit else "")
 
 
 __all__ = ["SCAN_CALLS", "CallWriteCheck", "eager_copy"]

@@ -96,7 +96,8 @@ def inside_mask(pool: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
     return coordinates(pool, offsets)[1]
 
 
-def _ranges(ix: list[int], limit: int = 6) -> str:
+def index_runs(ix: list[int], limit: int = 6) -> str:
+    """Sorted indices as runs (``0-3, 7, 9-12``), the first ``limit`` of them (``...`` when there are more)."""
     runs: list[tuple[int, int]] = []
     for i in ix:
         if runs and i == runs[-1][1] + 1:
@@ -104,7 +105,11 @@ def _ranges(ix: list[int], limit: int = 6) -> str:
         else:
             runs.append((i, i))
     text = ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs[:limit])
-    return f"[{text}{', ...' if len(runs) > limit else ''}]"
+    return text + (", ..." if len(runs) > limit else "")
+
+
+def _ranges(ix: list[int], limit: int = 6) -> str:
+    return f"[{index_runs(ix, limit)}]"
 
 
 def written_dim(shape: tuple[int, ...], per_dim: list[list[int]]) -> int:

@@ -19,7 +19,7 @@ import torch.fx
 from torch._inductor.fx_passes import reinplace as inductor_reinplace
 from torch._inductor.fx_utils import get_node_storage
 
-from compile_checks.check.graph.sites import is_view_scatter
+from compile_checks.check.graph.sites import is_view_scatter, scattered_source
 from compile_checks.explain.refusals.records import op_label
 from compile_checks.vocab import Cause
 
@@ -110,21 +110,7 @@ class GraphFacts:
 def _scatters_back(user: torch.fx.Node, write: torch.fx.Node) -> bool:
     """``user`` is a view scatter whose scattered value is ``write``'s result (through views and the scatters
     of an enclosing view): the write-back of a write through a view, not a read of the old value."""
-    if not is_view_scatter(user):
-        return False
-    cur = user.args[1] if len(user.args) > 1 else None
-    for _ in range(64):
-        if cur is write:
-            return True
-        if not isinstance(cur, torch.fx.Node) or cur.op != "call_function":
-            return False
-        if is_view_scatter(cur):
-            cur = cur.args[1] if len(cur.args) > 1 else None
-        elif inductor_reinplace._is_view_op(cur.target):
-            cur = cur.args[0] if cur.args else None
-        else:
-            return False
-    return False
+    return is_view_scatter(user) and scattered_source(user) is write
 
 
 def _meta_only(node: torch.fx.Node) -> bool:
