@@ -63,6 +63,11 @@ def test_vllm_served_model_passes_with_each_layer_cache_named_from_the_engine(
     if arch == "qwen2":
         assert any(n.startswith("VLLM_CPU_KVCACHE_SPACE=1 ignored") for n in gate.notes), gate.notes
     assert gate.passed, gate.format()
+    # the write check compared every compiled call's cache writes with its captured graph run eagerly: none lost,
+    # and vLLM's CPU cache op has a footprint (its slots are saved, not the whole cache)
+    assert gate.write_checked_calls == sum(gate.report.region_calls.values()) > 0, gate.write_checked_calls
+    assert gate.report.run_findings == [], gate.format()
+    assert not any("no registered write footprint" in n for n in gate.report.notes), gate.report.notes
     # vLLM's model runner compiled the model (dynamo trace-once, Inductor with vLLM's options) and ran it
     assert gate.compilation["mode"] == "DYNAMO_TRACE_ONCE" and gate.compilation["backend"] == "inductor"
     assert gate.report.num_regions >= 1 and all(n > 0 for n in gate.report.region_calls.values())

@@ -88,6 +88,8 @@ class EngineGate:
     notes: list[str] = field(default_factory=list)
     # region index -> Inductor's generated code for it (its inner graphs', joined)
     generated_code: dict[int, str] = field(default_factory=dict, repr=False)
+    # compiled calls the write check compared with their own captured graph run eagerly
+    write_checked_calls: int = 0
 
     @property
     def problems(self) -> list[str]:
@@ -158,9 +160,13 @@ def gate_llm(
         _require_cpu_build()
         vllm = vllm_module("vllm")
         caches = EngineCaches()
-        check = CloneCheck(pools=caches, functionalization="v1")
+        # check_writes: each compiled call against its own captured graph run eagerly, on the engine's real cache writes
+        check = CloneCheck(pools=caches, functionalization="v1", check_writes=True)
         with check, caches.recording_reaches(), inductor_through(check.backend), warm_up_after_cache() as notes:
             check.probe.reached_by_name = caches.reached
+            call_writes = check.probe.call_writes
+            if call_writes is not None:  # the write check's eager runs reach the caches too: not the engine's reaches
+                caches.not_counted = lambda: call_writes.eager_running
             say(f"building vllm.LLM({str(folder)!r}) in this process (loads, allocates the cache, compiles) ...")
             llm = vllm.LLM(model=str(folder), **kwargs)
             compilation = _compilation(llm)
@@ -178,6 +184,7 @@ def gate_llm(
     if ignored:
         gate.notes.append(f"{KV_CACHE_SPACE_ENV}={ignored} ignored: the cache was {kwargs['kv_cache_memory_bytes']} B")
     gate.generated_code = {r.index: "\n".join(i.generated_code for i in r.inner) for r in check.probe.regions}
+    gate.write_checked_calls = sum(check.probe.call_writes.calls.values()) if check.probe.call_writes else 0
     gate.notes += [f"cache op reached {n!r} while it was not the tensor the check names" for n in sorted(caches.stale)]
     say(f"{'PASS' if gate.passed else 'FAIL'}: {len(report.clones)} pool copies, {len(gate.problems)} problems")
     return gate

@@ -65,6 +65,8 @@ class EngineCaches:
         self.reached: Counter[str] = Counter()
         # layer names whose cache a cache op reached while it was not the tensor the check names
         self.stale: set[str] = set()
+        # true while a reach is not the engine's own (the write check's eager run of a compiled call's graph)
+        self.not_counted: Callable[[], bool] = lambda: False
 
     def __call__(self) -> dict[str, torch.Tensor]:
         if not self._forward_context.is_forward_context_available():
@@ -85,7 +87,7 @@ class EngineCaches:
             out = original(layer_name)
             name = attention._resolve_layer_name(layer_name)
             cache = out[2]
-            if isinstance(cache, torch.Tensor) and cache.numel() > 0:
+            if isinstance(cache, torch.Tensor) and cache.numel() > 0 and not self.not_counted():
                 self.reached[name] += 1
                 if self.last and self.last.get(name) is not cache:
                     self.stale.add(name)

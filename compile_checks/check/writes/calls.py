@@ -95,6 +95,7 @@ class CallWriteCheck:
         self.errors: list[str] = []
         self.notes: list[str] = []
         self.peak_saved_bytes = 0  # the most pre-image bytes one call held
+        self.eager_running = False  # inside a call's eager run of its captured graph
         self._seen: dict[tuple[int, str, str], _Seen] = {}
         self._rescan: set[int] = set()  # regions whose next call is scanned (a call of theirs differed)
         self._diverged: set[int] = set()  # regions whose eager and compiled runs were seen to start apart
@@ -120,11 +121,14 @@ class CallWriteCheck:
             scan = call <= self.scan_calls or region in self._rescan
             self._rescan.discard(region)
             handed = _handed(pools, inputs)
+            self.eager_running = True
             try:
                 ref = eager_reference(pools, lambda: gm(*inputs), scan=handed if scan else (), scan_written=scan)
             except Exception as e:  # the state is restored; the compiled call still runs
                 self._error(region, call, f"its captured graph failed eagerly ({type(e).__name__}: {e})")
                 return compiled(*args, **kwargs)
+            finally:
+                self.eager_running = False
             self.peak_saved_bytes = max(self.peak_saved_bytes, ref.saved_bytes)
             out = compiled(*args, **kwargs)
             for error in ref.errors:

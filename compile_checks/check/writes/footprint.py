@@ -165,6 +165,17 @@ def _slots(call: Mapping[str, Any], pools: Sequence[str], mapping: str, flatten:
     return out
 
 
+def _cpu_attn_slots(call: Mapping[str, Any]) -> list[Footprint]:
+    slots = call["slot_mapping"].reshape(-1).to(torch.long)
+    slots = slots[slots >= 0]  # vLLM pads with -1: those tokens are not written
+    out = []
+    for name in ("key_cache", "value_cache"):
+        cache = call[name]
+        rows = cache.shape[2]
+        out.append(Footprint.indexed(cache.transpose(1, 2), [slots // rows, slots % rows]))
+    return out
+
+
 def _builtin() -> None:
     # ar_paging's commit: flat pools (slots, H, D), one row per slot_mapping entry
     register_write_footprint(
@@ -175,6 +186,9 @@ def _builtin() -> None:
         "_C_cache_ops::reshape_and_cache_flash",
         lambda c: _slots(c, ("key_cache", "value_cache"), "slot_mapping", flatten=True),
     )
+    # vLLM's CPU attention (its CPU build): (blocks, H, block_size, D) K and V views of a layer's cache,
+    # slot = block * block_size + row, the row along dim 2
+    register_write_footprint("_C::cpu_attn_reshape_and_cache", _cpu_attn_slots)
 
 
 _builtin()
