@@ -115,3 +115,26 @@ def cache_written_in_graph() -> Iterator[None]:
 
     with mock.patch.object(Attention, "forward", _forward_with_cache_in_graph):
         yield
+
+
+@contextlib.contextmanager
+def compiled_calls_drop_cache_writes() -> Iterator[None]:
+    """A planted lost write: every second write of each layer's cache by vLLM's CPU cache op does nothing.
+
+    Under the write check each compiled call runs its captured graph eagerly first and the compiled code
+    second, each writing the layer's cache once: the compiled code's write is the one dropped, as a
+    miscompile that loses the cache update would.
+    """
+    from vllm import _custom_ops as ops
+
+    real = ops.cpu_attn_reshape_and_cache
+    seen: dict[int, int] = {}
+
+    def every_second_write_dropped(key: torch.Tensor, value: torch.Tensor, key_cache: torch.Tensor, *args, **kwargs):  # type: ignore[no-untyped-def]
+        n = seen[key_cache.data_ptr()] = seen.get(key_cache.data_ptr(), 0) + 1
+        if n % 2 == 0:
+            return None
+        return real(key, value, key_cache, *args, **kwargs)
+
+    with mock.patch.object(ops, "cpu_attn_reshape_and_cache", every_second_write_dropped):
+        yield

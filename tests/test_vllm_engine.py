@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from _vllm_engine_models import cache_written_in_graph, write_model
+from _vllm_engine_models import cache_written_in_graph, compiled_calls_drop_cache_writes, write_model
 
 pytestmark = pytest.mark.compile
 
@@ -115,3 +115,15 @@ def test_cache_taken_into_the_graph_as_two_views_fails_with_each_layer_copied(tm
         copies = sorted(c.nbytes for c in gate.report.clones if c.region == region)
         assert sorted(_pool_sized_buffers(code, half)) == copies, (region, copies)
     assert all(g.agrees for g in gate.generated), gate.generated
+
+
+def test_a_cache_write_the_compiled_call_drops_is_a_lost_write(tmp_path: Path) -> None:
+    """Negative control of the write check on the engine: each layer's cache update dropped in the compiled call."""
+    from compile_checks.pipelines.vllm_engine import gate_llm
+    from compile_checks.vocab import WriteProblem
+
+    with compiled_calls_drop_cache_writes():
+        gate = gate_llm(write_model(tmp_path / "llama", "llama"))
+    assert not gate.passed and gate.report.clones == [], gate.format()
+    lost = {f.pool for f in gate.report.run_findings if f.kind == WriteProblem.LOST_WRITE}
+    assert lost == {layer.name for layer in gate.layers}, gate.format()
