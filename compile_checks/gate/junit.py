@@ -75,6 +75,11 @@ def write_junit(outcomes: Sequence[Outcome], path: Path, seconds: float) -> None
         details += [render_copy(c) for c in [*o.clones, *o.other_clones]] + o.notes
         details += [f"dump failed (the verdict stands): {f}" for f in o.report.get("dump_failures", [])]
         ET.SubElement(tc, "system-out").text = "\n".join(details)
+    write_testsuites(suite, path)
+
+
+def write_testsuites(suite: ET.Element, path: Path) -> None:
+    """``suite`` as the one ``<testsuite>`` of a ``<testsuites>`` JUnit XML file at ``path`` (folders made)."""
     root = ET.Element("testsuites")
     root.append(suite)
     tree = ET.ElementTree(root)
@@ -83,4 +88,4 @@ def write_junit(outcomes: Sequence[Outcome], path: Path, seconds: float) -> None
     tree.write(path, encoding="utf-8", xml_declaration=True)
 
 
-__all__ = ["PROPERTY_FIELDS", "failure_message", "failure_type", "properties", "write_junit"]
+__all__ = ["PROPERTY_FIELDS", "failure_message", "failure_type", "properties", "write_junit", "write_testsuites"]

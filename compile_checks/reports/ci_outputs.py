@@ -13,6 +13,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
+from compile_checks.gate.junit import write_testsuites
 from compile_checks.reports.baseline import Comparison
 
 SCHEMA_VERSION = 1
@@ -74,12 +75,7 @@ def write_junit(path: Path, df: Any, *, seconds: float, cmp: Comparison | None, 
             message = f"grew against the baseline: {regressed[row['case']]}"
             ET.SubElement(tc, "failure", message=message, type="baseline").text = message
         ET.SubElement(tc, "system-out").text = str(row.get("verdict", ""))
-    root = ET.Element("testsuites")
-    root.append(suite)
-    tree = ET.ElementTree(root)
-    ET.indent(tree)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tree.write(path, encoding="utf-8", xml_declaration=True)
+    write_testsuites(suite, path)
 
 
 __all__ = ["SCHEMA_VERSION", "json_document", "write_junit"]
