@@ -255,3 +255,54 @@ class EagerCompared(StrEnum):
 
 
 __all__ += ["EagerCompared"]
+
+
+class FindingKind(StrEnum):
+    """Everything the check can say about a case: the ``kind`` of one :class:`compile_checks.findings.Finding`.
+
+    Copy kinds repeat :class:`CopyKind`'s values and write kinds :class:`WriteProblem`'s, so a finding's kind
+    compares equal to the value the older records carried.
+    """
+
+    # a surviving copy of (part of) a pool (CopyKind's values)
+    FUNCTIONALIZATION_CLONE = "functionalization_clone"
+    ATEN_WRITE_COPY = "aten_write_copy"
+    COLLECTIVE_COPY = "collective_copy"
+    POOL_REPLACED = "pool_replaced"
+    # a pool- or window-sized buffer the program itself asks for (a roll, a gather of the window): traffic,
+    # not a reinplacing failure; reported, failing only where the case or the gate asks (fail_on_program_copies)
+    PROGRAM_COPY = "program_copy"
+    # a pool a region reads folded into a constant (freezing=True: a ``_frozen_param`` of the pool's shape)
+    POOL_FOLDED = "pool_folded"
+    # write problems (WriteProblem's values)
+    LOST_WRITE = "lost_write"
+    UNDECLARED_WRITE = "undeclared_write"
+    SIDE_EFFECT_WRITE = "side_effect_write"
+    DROPPED_WRITE_OP = "dropped_write_op"
+    UNANCHORED_WRITE_OP = "unanchored_write_op"
+    DIVERGED_STATE = "diverged_state"
+    # compile problems (CompileProblem's values)
+    TOO_MANY_RECOMPILES = "too_many_recompiles"
+    RECOMPILE_LIMIT_HIT = "recompile_limit_hit"
+    # a warm cache served another artifact than a cold compile (CacheProblem's values)
+    CACHE_DIVERGENCE = "cache_divergence"
+    CACHE_ALIASING = "cache_aliasing"
+    # a named pool no compiled region received
+    POOL_NOT_RECEIVED = "pool_not_received"
+    # a region (or op) the check could not analyse (a BlindSpot), or could not decide for another reason
+    UNDECIDED = "undecided"
+    # the compiled run differs from eager (``verify``)
+    MISMATCH = "mismatch"
+    # a caveat: never fails by itself
+    NOTE = "note"
+
+
+class FinderSource(StrEnum):
+    """Where a finder reads what it finds (``compile_checks.findings.registry``)."""
+
+    GRAPH = "graph"  # the post-grad graph and Inductor's generated code of each region
+    RUN = "run"  # the compiled calls as they ran (the write check, recompiles, received pools)
+    TRACE = "trace"  # a production TORCH_TRACE log (compile_checks.scan)
+
+
+__all__ += ["FinderSource", "FindingKind"]
