@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-from collections import Counter
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
@@ -37,10 +36,9 @@ from compile_checks.explain.culprit_pass import PostGradRecorder
 from compile_checks.explain.depyf_dump import DepyfDump
 from compile_checks.explain.dumps import write_dump
 from compile_checks.explain.explanations import explain_report
-from compile_checks.explain.grouping import alike, group_explanations
+from compile_checks.explain.report_text import format_report
 from compile_checks.no_values import NoValues, Storage, no_values
 from compile_checks.pools import PoolNamingError, PoolsArg, resolve_pools
-from compile_checks.verdict import bytes_per_call, copy_fields, render_copy
 
 
 class CompileCheckError(CompileChecksError, RuntimeError):
@@ -359,91 +357,6 @@ def find_pool_clones(
         analysis_only=analysis_only,
         **kwargs,
     ).clones
-
-
-def format_report(report: CloneReport, verbose: bool = False) -> str:
-    """Human-readable summary of a report (what ``assert_no_pool_clones`` raises with): every failure.
-
-    Copies explained alike (differing only in layer numbers and bytes) share one explanation,
-    ``layers 0-2: why ...``; ``verbose`` prints each copy's own in full. A dump that failed is a
-    note: the verdict stands.
-    """
-    dump_lines = _dump_lines(report)
-    if report.check_passed:
-        allowed = f" ({len(report.unanalysed)} unanalysed part(s) allowed)" if report.unanalysed else ""
-        head = f"no surviving pool clones in {report.num_regions} compiled region(s){allowed}"
-        return "\n".join([head, *dump_lines])
-    lines: list[str] = []
-    shared = set() if verbose else _shared([*report.clones, *report.other_clones])
-    if report.clones:
-        lines.append(
-            f"{len(report.clones)} pool copy(ies) survived Inductor's reinplace pass "
-            f"({bytes_per_call([{'region': c.region, 'node': c.node, 'nbytes': c.nbytes} for c in report.clones])}, "
-            f"{report.clone_bytes_per_run} bytes over the "
-            f"{sum(report.region_calls.values())} region call(s) of this run):"
-        )
-        lines += _copies(report.clones, shared)
-    if report.other_clones:
-        lines.append(f"{len(report.other_clones)} copy(ies) of a mutated caller tensor that matches no named pool:")
-        lines += _copies(report.other_clones, shared)
-    lines += _shared_explanations([*report.clones, *report.other_clones], shared)
-    if report.errors:
-        lines.append("check errors:")
-        lines += [f"  - {e}" for e in report.errors]
-    failing = [f for f in report.run_findings if f.fails]  # compile_checks.check.writes / recompiles
-    if failing:
-        lines.append("writes and recompiles:")
-        lines += [f"  - {f.kind}: {f.message}" for f in failing]
-    if report.unanalysed and not report.allow_unanalysed:
-        lines.append("not analysed (the check cannot call these clean; allow_unanalysed=True accepts them):")
-        lines += [f"  - {u}" for u in report.unanalysed]
-    return "\n".join(lines + dump_lines)
-
-
-def _dump_lines(report: CloneReport) -> list[str]:
-    lines = [f"dump failed (an artifact only: the verdict stands): {f}" for f in report.dump_failures]
-    if report.dump_dir:
-        fallback = " (with the check's own graph files where depyf wrote none)" if report.dump_failures else ""
-        lines.append(f"graph dumps: {report.dump_dir} (see index.md){fallback}")
-    return lines
-
-
-def _text(c: SurvivingClone) -> str:
-    return "\n".join(c.explanation.lines()) if c.explanation is not None else ""
-
-
-def _shared(clones: list[SurvivingClone]) -> set[str]:
-    """The explanations (:func:`alike` keys) several copies share, among every copy of the report."""
-    return {key for key, n in Counter(alike(t) for t in map(_text, clones) if t).items() if n > 1}
-
-
-def _copies(clones: list[SurvivingClone], shared: set[str]) -> list[str]:
-    """Each copy's line; its explanation in full below it unless several copies share it (``shared``: said once,
-    after every copy's line, by :func:`_shared_explanations`)."""
-    return [_copy_lines(c) if alike(_text(c)) not in shared else "  - " + _copy_line(c) for c in clones]
-
-
-def _shared_explanations(clones: list[SurvivingClone], shared: set[str]) -> list[str]:
-    """An explanation several copies share (differing only in layers, pools, bytes and regions), once
-    (``layers 0-2 (3 copies, explained alike; worded for the first)``)."""
-    lines = []
-    grouped = [(c.pool, t) for c, t in zip(clones, map(_text, clones)) if t and alike(t) in shared]
-    for label, text, count in group_explanations(grouped):
-        lines.append(f"  {label} ({count} copies, explained alike; worded for the first):")
-        lines += [f"      {line}" for line in text.splitlines()]
-    return lines
-
-
-def _copy_line(c: SurvivingClone) -> str:
-    return render_copy({**copy_fields(c), "explanation": None})  # the summary: in full below
-
-
-def _copy_lines(c: SurvivingClone) -> str:
-    """The copy's line (:func:`compile_checks.verdict.render_copy`), then its explanation in full."""
-    text = "  - " + _copy_line(c)
-    if c.explanation is not None:
-        text += "".join(f"\n      {line}" for line in c.explanation.lines())
-    return text
 
 
 def assert_no_pool_clones(

@@ -48,7 +48,11 @@ def test_timings_balance_the_split_longest_first() -> None:
 
 
 def _outcome(label: str, *, clean: bool, expect_clean: bool) -> Outcome:
-    return Outcome(label, "t.py:c/stock", Pipeline.STOCK, expect_clean, True, clean=clean, wall_seconds=1.0)
+    # the verdict is the findings': a case that is not clean has a copy
+    copies = [] if clean else [{"op": "ar::w", "arg": "v", "pool": "layer0.v", "nbytes": 8, "kind": "aten_write_copy"}]
+    return Outcome(
+        label, "t.py:c/stock", Pipeline.STOCK, expect_clean, True, clean=clean, clones=copies, wall_seconds=1.0
+    )
 
 
 def _write_shards(tmp_path: Path, count: int, outcomes: list[Outcome], fingerprint: str = "f" * 16) -> list[Path]:

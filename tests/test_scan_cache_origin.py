@@ -107,7 +107,7 @@ HITS = (CacheServed.FX_GRAPH.value, CacheServed.AOTAUTOGRAD.value)
 
 
 def _aliasing(case: dict[str, object]) -> list[str]:
-    return [e for e in case["check_errors"] if e.startswith("cache_aliasing:")]  # type: ignore[attr-defined]
+    return [f"{f['kind']}: {f['message']}" for f in case["findings"] if f["kind"] == "cache_aliasing"]  # type: ignore[index]
 
 
 def test_served_graph_compiled_for_one_storage_run_on_two(tmp_path, capsys):

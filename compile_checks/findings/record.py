@@ -97,9 +97,11 @@ class Finding:
 class Verdict:
     """What a case's findings come to, computed once: every output renders this.
 
-    ``clean``: no counted copy survived; ``verdict_met``: the copies meet ``expect_clean`` and nothing but
-    an eager mismatch fails; ``passed``: that, and compiled == eager where compared. The exit codes keep
-    the two apart (1: a verdict not met, 5: compiled != eager).
+    The exit codes keep :attr:`verdict_met` and :attr:`passed` apart (1: a verdict not met, 5: compiled != eager).
+
+    Attributes:
+        findings: every finding of the case, in finder order.
+        expect_clean: the case expects no surviving pool copy (False: a negative control).
     """
 
     findings: tuple[Finding, ...]
@@ -116,11 +118,13 @@ class Verdict:
 
     @property
     def clean(self) -> bool:
+        """No counted pool copy survived."""
         return not self.copies
 
     @property
     def failing(self) -> tuple[Finding, ...]:
-        """Findings that fail the case whatever it expects (lost writes, undecided regions, a mismatch ...)."""
+        """Findings that fail the case whatever it expects (lost writes, undecided regions, a mismatch ...);
+        in ``to_dict``: their kinds."""
         return tuple(f for f in self.findings if f.fails and not f.is_copy)
 
     @property
@@ -135,6 +139,7 @@ class Verdict:
 
     @property
     def passed(self) -> bool:
+        """The verdict met, and nothing fails (compiled == eager where compared)."""
         return self.verdict_met and not self.failing
 
     @property

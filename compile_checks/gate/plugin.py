@@ -85,12 +85,18 @@ def _marker_options(node: pytest.Item | None) -> dict[str, Any]:
 
 
 def _case_failure(result: CaseResult) -> str:
-    """Why a case did not pass (:meth:`CaseResult.failure_reasons`), then the checker's own report."""
-    from compile_checks.api import format_report  # lazy: api imports torch, the plugin loads without it
+    """Why a case did not pass (:meth:`CaseResult.failure_reasons`: each failing finding once, with its cause
+    and fix), then each copy with its explanation, the notes and the dump: nothing said twice."""
+    from compile_checks.explain.report_text import copy_lines, dump_lines  # lazy: they import torch
 
     name = result.case.name
+    verdict = result.verdict
     lines = [f"case {name!r}: {why}" for why in result.failure_reasons(copies_listed=True)]
-    lines += [format_report(result.report), *result.notes]
+    lines += (
+        copy_lines(result.report)
+        + [f"note: {f.message}" for f in verdict.notes if f.details.get("what") != "dump_failure"]
+        + dump_lines(result.report)
+    )
     return "\n".join(line for line in lines if line)
 
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 from compile_checks.vocab import FindingKind
 
 _DECLARE = (
-    'declare every tensor the op writes in its schema: torch.library.custom_op(..., mutates_args=("kv_cache", ...)) '
+    'declare every tensor {op} writes in its schema: torch.library.custom_op(..., mutates_args=("kv_cache", ...)) '
     "or '(a!)' in a torch.library schema (docs/getting-started.md, 'Writes the compiler cannot see')"
 )
 
-# kind -> (cause, fix)
+# kind -> (cause, fix); ``{op}`` in a fix is the finding's op ("the op" when it names none)
 ADVICE: dict[FindingKind, tuple[str, str]] = {
     FindingKind.LOST_WRITE: (
         "the compiled run never wrote what eager wrote: a write whose output nobody uses is dead code to AOT "

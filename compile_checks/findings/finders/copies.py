@@ -9,7 +9,7 @@ from compile_checks.findings.evidence import Evidence
 from compile_checks.findings.finders._common import kind_of, layers_of
 from compile_checks.findings.record import Finding
 from compile_checks.findings.registry import register_finder
-from compile_checks.vocab import FinderSource
+from compile_checks.vocab import FinderSource, FindingKind
 
 _KEPT = ("shape", "dtype", "where", "written_bytes", "explanation", "rank", "graph_file", "line")
 
@@ -17,6 +17,8 @@ _KEPT = ("shape", "dtype", "where", "written_bytes", "explanation", "rank", "gra
 def copy_finding(c: Mapping[str, Any], *, other: bool) -> Finding:
     """One copy (``compile_checks.verdict.copy_fields``; a scan's copy has fewer keys) as a finding."""
     kind, details = kind_of(c.get("kind", "functionalization_clone"), fails=True)
+    if "reported_kind" in details:  # listed among the copies: a copy, whatever its producer calls it
+        kind = FindingKind.FUNCTIONALIZATION_CLONE
     nbytes = c.get("nbytes", 0)
     calls = c.get("calls")
     per_call = nbytes if isinstance(nbytes, int) else 0  # a scan's symbolic size stays in details

@@ -34,7 +34,7 @@ def run_finding(d: Mapping[str, Any]) -> Finding:
         region=d.get("region"),
         bytes_per_run=int(nbytes) if isinstance(nbytes, int) else 0,
         cause=d.get("cause") or cause,
-        fix=d.get("fix") or fix,
+        fix=d.get("fix") or (fix.replace("{op}", str(d.get("op") or "the op")) if fix else None),
         user_line=d.get("user_line"),
         culprit=d.get("culprit"),
         details=details,
