@@ -20,9 +20,9 @@ from compile_checks.pipelines import compile_for_pipeline, resolve
 from compile_checks.vocab import EagerCompared
 
 if TYPE_CHECKING:  # the checker imports torch: loading a case file must stay cheap
-    from compile_checks.api import CloneCheck
     from compile_checks.check.findings import CloneReport
     from compile_checks.no_values import NoValues
+    from compile_checks.session import CloneCheck
 
 
 @dataclass
@@ -125,7 +125,7 @@ def check_session(
     """The (not yet entered) check session ``case`` is compiled under: its pools, and the pipeline's
     settings with the case's overrides (:func:`compile_checks.pipelines.resolve`); ``values``: the case
     has none (:func:`~compile_checks.case.without_values.without_values`)."""
-    from compile_checks.api import CloneCheck  # lazy: api imports torch; loading a case file stays torch-free
+    from compile_checks.session import CloneCheck  # lazy: it imports torch; loading a case file stays torch-free
 
     settings = resolve(case)
     return CloneCheck(

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol, assert_never
 from compile_checks.vocab import Functionalization, Pipeline
 
 if TYPE_CHECKING:
-    from compile_checks.api import CloneCheck
+    from compile_checks.session import CloneCheck
 
 
 @dataclass(frozen=True)

@@ -26,11 +26,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from compile_checks.api import CloneCheck, format_report
 from compile_checks.check.findings import CloneReport
 from compile_checks.check.graph.generated_buffers import allocated_bytes
+from compile_checks.explain.report_text import format_report
 from compile_checks.pipelines.vllm_engine_hooks import EngineCaches, inductor_through, warm_up_after_cache
 from compile_checks.pipelines.vllm_env import VllmPipelineError, vllm_env, vllm_module
+from compile_checks.session import CloneCheck
 
 # the KV cache the engine gets unless told otherwise: small (vLLM's CPU default is 4 GiB, or sized from memory)
 DEFAULT_KV_CACHE_BYTES = 4 << 20

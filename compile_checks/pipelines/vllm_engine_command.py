@@ -29,9 +29,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 
 def run_engine(args: argparse.Namespace) -> int:
-    from compile_checks.api import CompileCheckError
     from compile_checks.pipelines.vllm_engine import DEFAULT_KV_CACHE_BYTES, gate_llm
     from compile_checks.pipelines.vllm_env import VllmPipelineError
+    from compile_checks.session import CompileCheckError
 
     try:
         gate = gate_llm(

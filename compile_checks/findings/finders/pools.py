@@ -13,6 +13,8 @@ from compile_checks.vocab import FinderSource, FindingKind
 
 @register_finder("pools_not_received", FinderSource.RUN)
 def find_unreceived(e: Evidence) -> Iterator[Finding]:
+    if e.report.get("num_regions") == 0:  # nothing compiled: the report's error says so, once
+        return
     for pool in e.report.get("unreceived_pools") or ():
         yield Finding(
             FindingKind.POOL_NOT_RECEIVED,
