@@ -108,3 +108,20 @@ def test_the_findings_model_imports_no_torch() -> None:
         subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
         == "False"
     )
+
+
+def test_scan_and_table_cells_render_the_verdict_not_the_raw_findings() -> None:
+    """A finding that does not fail (a scan's or a newer producer's note-like finding) leaves the verdict cell
+    clean and the row passing; before the findings model the scan's cell showed every finding's kind in red
+    on a passing row. A failing one fails the row and names its kind, said once."""
+    from compile_checks.gate.outcome import Outcome
+    from compile_checks.gate.outputs import _verdict as gate_cell
+    from compile_checks.scan.command import _verdict as scan_cell
+    from compile_checks.vocab import Pipeline
+
+    quiet = {"kind": "cache_aliasing", "message": "served for other aliasing, same copies", "fails": False}
+    o = Outcome("g", "scan:x", Pipeline.STOCK, True, False, clean=True, report={"run_findings": [quiet]})
+    assert o.passed and scan_cell(o) == "clean" and gate_cell(o) == "clean"
+    o.report["run_findings"] = [{**quiet, "fails": True}]
+    assert not o.passed and "cache_aliasing" in scan_cell(o) and "cache_aliasing" in gate_cell(o)
+    assert o.failure_reasons() == ["cache_aliasing: served for other aliasing, same copies"]
