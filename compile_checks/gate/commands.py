@@ -21,13 +21,12 @@ from typing import TYPE_CHECKING, Any
 from compile_checks.errors import UnwritableOutput, UsageError
 from compile_checks.gate.junit import write_junit
 from compile_checks.gate.outcome import Outcome, note_pipeline_verdicts
-from compile_checks.gate.outdir import writable_dir_problem
+from compile_checks.gate.outdir import check_writable_dir, check_writable_file
 from compile_checks.gate.outputs import json_document, print_results
 from compile_checks.gate.plan import GatePlan, plan_builtin, plan_targets
 from compile_checks.gate.run_options import RunOptions
 from compile_checks.gate.runner import AUTO_JOBS_MIN_CASES, Workers, auto_jobs, run_plan
 from compile_checks.gate.shard import Shard, shard_plan
-from compile_checks.gate.stderr_noise import terminal
 from compile_checks.gate.targets import TargetError
 from compile_checks.gate.timing import import_torch_comparison, import_torch_seconds, process_seconds, progress_callback
 from compile_checks.gate.warm_cache import check_warm_caches
@@ -42,27 +41,6 @@ def stdout_gone() -> None:
     """After a BrokenPipeError (``| head``): point stdout at /dev/null so the exit flush is quiet."""
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
-
-
-def check_writable_dir(path: Path, what: str = "") -> None:
-    """Raise UnwritableOutput (exit 3) before anything compiles when ``path`` cannot hold output;
-    ``what``: the option that named it (``--dump-dir``), said in the message."""
-    problem = writable_dir_problem(path)
-    if problem is not None:
-        raise UnwritableOutput(f"{what} {path}: {problem}" if what else problem)
-
-
-def check_writable_file(path: Path, what: str = "--junitxml") -> None:
-    """Raise UnwritableOutput (exit 3) naming the file when ``path`` cannot be written; a missing folder
-    is created now (before anything compiles) and said on stderr."""
-    if path.is_dir():
-        raise UnwritableOutput(f"{what} {path}: cannot write to it: is a directory")
-    missing = not path.parent.exists()
-    problem = writable_dir_problem(path.parent)
-    if problem is not None:
-        raise UnwritableOutput(f"{what} {path}: {problem}")
-    if missing:
-        print(f"{what} {path}: created its missing folder {path.parent}", file=terminal(), flush=True)
 
 
 def plan(args: argparse.Namespace, command: str, mode: Mode, config: GateConfig | None) -> GatePlan:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from compile_checks.gate.outdir import check_writable_dir, check_writable_file
 from compile_checks.gate.plan import GatePlan
 from compile_checks.gate.warm_cache import cache_dir_checked
 
@@ -36,8 +37,6 @@ class RunOptions:
     @classmethod
     def resolve(cls, args: argparse.Namespace, command: str, config: GateConfig | None) -> RunOptions:
         """The options of this run; an unwritable output raises ``UnwritableOutput`` (exit 3) now."""
-        from compile_checks.gate.commands import check_writable_dir, check_writable_file  # the checks' home
-
         cache = getattr(args, "inductor_cache", None) or (config.inductor_cache if config else None)
         if cache is not None:
             where = (
