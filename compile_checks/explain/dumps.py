@@ -169,7 +169,8 @@ def render_index(report: CloneReport, dump_dir: str, verdict: Verdict | None = N
         "",
     ]
     if failing:
-        lines += ["## findings that fail the case", ""] + [f"- {line}" for line in finding_lines(failing)] + [""]
+        listed = [f"  - {line.strip()}" if line.startswith(" ") else f"- {line}" for line in finding_lines(failing)]
+        lines += ["## findings that fail the case", "", *listed, ""]
     if report.dump_failures:
         lines += ["## dump failures (the verdict stands)", ""] + [f"- {f}" for f in report.dump_failures] + [""]
     for index, region in sorted(report.sources.items()):
