@@ -125,3 +125,9 @@ def test_scan_and_table_cells_render_the_verdict_not_the_raw_findings() -> None:
     o.report["run_findings"] = [{**quiet, "fails": True}]
     assert not o.passed and "cache_aliasing" in scan_cell(o) and "cache_aliasing" in gate_cell(o)
     assert o.failure_reasons() == ["cache_aliasing: served for other aliasing, same copies"]
+
+
+def test_a_lost_write_by_an_aten_op_is_no_missing_declaration() -> None:
+    aten = {"kind": "lost_write", "pool": "cache", "op": "aten::index_copy", "message": "m", "fails": True}
+    (f,) = collect_findings(Evidence(report={"run_findings": [aten]}))
+    assert "miscompile" in (f.cause or "") and "mutates_args" not in (f.fix or "") and "repro" in (f.fix or "")

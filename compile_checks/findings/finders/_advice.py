@@ -47,4 +47,22 @@ ADVICE: dict[FindingKind, tuple[str, str]] = {
 }
 
 
-__all__ = ["ADVICE"]
+# a lost write by an ATen op: no undeclared mutation (ATen schemas declare theirs): the generated code is wrong
+ATEN_LOST_WRITE = (
+    "the compiled code did not write what the eager graph wrote with an ATen op (whose schema declares its "
+    "writes): a miscompile, not a missing declaration",
+    "reproduce it standalone (compile-checks repro TARGET --case NAME) and report it upstream",
+)
+
+
+def advice(kind: FindingKind, op: str | None) -> tuple[str | None, str | None]:
+    """The cause and fix of a finding of ``kind`` made by ``op`` (``{op}`` in the fix filled in)."""
+    cause, fix = (
+        ATEN_LOST_WRITE
+        if kind == FindingKind.LOST_WRITE and (op or "").startswith("aten::")
+        else (ADVICE.get(kind, (None, None)))
+    )
+    return cause, fix.replace("{op}", op or "the op") if fix else None
+
+
+__all__ = ["ADVICE", "ATEN_LOST_WRITE", "advice"]

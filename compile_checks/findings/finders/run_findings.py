@@ -8,7 +8,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from compile_checks.findings.evidence import Evidence
-from compile_checks.findings.finders._advice import ADVICE
+from compile_checks.findings.finders._advice import advice
 from compile_checks.findings.finders._common import kind_of, layers_of
 from compile_checks.findings.record import Finding
 from compile_checks.findings.registry import register_finder
@@ -20,7 +20,7 @@ _FIELDS = {"kind", "message", "fails", "pool", "op", "region", "nbytes", "cause"
 def run_finding(d: Mapping[str, Any]) -> Finding:
     fails = bool(d.get("fails", True))
     kind, details = kind_of(d.get("kind"), fails=fails)
-    cause, fix = ADVICE.get(kind, (None, None))
+    cause, fix = advice(kind, d.get("op"))
     details.update({k: v for k, v in d.items() if k not in _FIELDS})
     nbytes = d.get("nbytes") or 0
     return Finding(
@@ -34,7 +34,7 @@ def run_finding(d: Mapping[str, Any]) -> Finding:
         region=d.get("region"),
         bytes_per_run=int(nbytes) if isinstance(nbytes, int) else 0,
         cause=d.get("cause") or cause,
-        fix=d.get("fix") or (fix.replace("{op}", str(d.get("op") or "the op")) if fix else None),
+        fix=d.get("fix") or fix,
         user_line=d.get("user_line"),
         culprit=d.get("culprit"),
         details=details,
