@@ -28,3 +28,16 @@ def test_unreadable_code_and_no_cache_fail() -> None:
     assert not unreadable.passed
     no_cache = EngineGate(CloneReport(num_regions=1), [], [GeneratedBuffers(0, 0, 0, 0, 0)], [[1]])
     assert not no_cache.passed and "allocated no KV cache" in no_cache.problems[0]
+
+
+def test_a_report_finding_is_printed_once() -> None:
+    """A lost write of the report is a finding ``format_report`` prints with its cause; the engine gate's
+    own ``problem:`` lines add only its own (before, the report's problems were printed twice)."""
+    from compile_checks.check.writes.finding import WriteFinding
+    from compile_checks.vocab import WriteProblem
+
+    report = CloneReport(num_regions=1)
+    report.run_findings = [WriteFinding(WriteProblem.LOST_WRITE, "layer0", "x::kv_write", "pool 'layer0': lost")]
+    gate = EngineGate(report, [LAYER], [GeneratedBuffers(0, 0, 0, 0, 0)], [[1, 2]])
+    text = gate.format()
+    assert not gate.passed and text.count("pool 'layer0': lost") == 1 and "cause: " in text, text

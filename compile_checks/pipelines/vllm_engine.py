@@ -95,7 +95,12 @@ class EngineGate:
     @property
     def problems(self) -> list[str]:
         """What fails the gate besides copies: the check's problems, no cache, code and check disagreeing."""
-        out = list(self.report.problems)
+        return [*self.report.problems, *self.engine_problems]
+
+    @property
+    def engine_problems(self) -> list[str]:
+        """The problems of the engine gate itself (the report's own are its findings: ``format_report``)."""
+        out = []
         if not self.layers:
             out.append("the engine allocated no KV cache: nothing to gate (a model without attention layers?)")
         out += [
@@ -120,7 +125,7 @@ class EngineGate:
                 f"  region {g.region}: check {g.check_copies} copies / {g.check_bytes} B, generated code "
                 f"{g.code_buffers} pool-sized buffers / {g.code_bytes} B"
             )
-        lines += [f"  problem: {p}" for p in self.problems]
+        lines += [f"  problem: {p}" for p in self.engine_problems]  # the report's: its findings, below
         lines += [f"  note: {n}" for n in self.notes]
         lines.append(format_report(self.report, verbose=verbose))
         return "\n".join(lines)
