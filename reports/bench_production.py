@@ -265,8 +265,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     cfg = CONFIGS[1] if args.small else CONFIGS[0]
     rows = measure(args.storage or list(STORAGES), args.rounds, args.timeout, cfg)
+    given = list(argv if argv is not None else sys.argv[1:])
+    if "--out" in given:  # the command as it reproduces the committed results (the default --out)
+        del given[given.index("--out") : given.index("--out") + 2]
     doc = {
-        "command": "python -m reports.bench_production " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": " ".join(["python -m reports.bench_production", *given]),
         "machine": machine_facts(),
         "load_average": os.getloadavg(),
         "rounds": args.rounds,
