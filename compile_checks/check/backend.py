@@ -37,10 +37,8 @@ from torch._inductor import compile_fx as compile_fx_module
 from torch._inductor.fx_passes import post_grad as post_grad_module
 from torch._inductor.graph import GraphLowering
 
+from compile_checks.check.analysis_cache import AnalysisCache
 from compile_checks.check.backend_object import ProbeBackend
-from compile_checks.check.graph.aten_writes import whole_pool_passes
-from compile_checks.check.graph.blind_spots import subgraph_mutations
-from compile_checks.check.graph.copies import find_copy_sites, misplaced_write_backs
 from compile_checks.check.graph.functionalized import FunctionalizedArg, functionalized_calls
 from compile_checks.check.graph.generated_buffers import (
     LoweredBuffer,
@@ -49,13 +47,12 @@ from compile_checks.check.graph.generated_buffers import (
     settle_inductors_choices,
     upper_bound_note,
 )
-from compile_checks.check.graph.geometry import StorageRef, SymbolBinder, TensorGeometry, geometry_of, symbol_binders
+from compile_checks.check.graph.geometry import StorageRef, SymbolBinder, TensorGeometry
 from compile_checks.check.graph.input_offsets import rebase_input_offsets
-from compile_checks.check.graph.own_copies import programs_own_copies
 from compile_checks.check.graph.sites import CloneSite
 from compile_checks.check.hooks import session_lock, verify_inductor_hooks
 from compile_checks.check.kernel_metrics import kernel_byte_metrics
-from compile_checks.check.pool_identity import PoolIdentityWatch, output_ops
+from compile_checks.check.pool_identity import PoolIdentityWatch
 from compile_checks.check.recompiles import current_frame
 from compile_checks.check.reinplace_counters import missed_bytes, missed_since
 from compile_checks.check.runtime_pools import CallRecorder, PoolIndex
@@ -164,6 +161,8 @@ class Probe:
     restarts: list[str] = field(default_factory=list)
     # compiles that raised (the region never runs): why, for the report's notes
     compile_failures: list[str] = field(default_factory=list)
+    # each distinct post-grad graph's analysis, reused for the graphs equal to it (identical blocks)
+    analyses: AnalysisCache = field(default_factory=AnalysisCache)
 
     def set_pools(self, pools: Mapping[str, torch.Tensor] | None) -> None:
         self.pools = PoolIndex(pools)
@@ -210,17 +209,14 @@ class Probe:
             inner = self._current_inner
             # subgraphs run first (_recursive_post_grad_passes); the top graph is last
             if inner is not None and gm is self._current_gm:
-                inner.clone_sites = find_copy_sites(gm.graph, self._preexisting)
-                inner.misplaced = misplaced_write_backs(gm.graph)
-                clones = {c.clone_node for c in inner.clone_sites}
-                inner.notes = whole_pool_passes(gm.graph, clones) + programs_own_copies(gm.graph)
-                inner.output_ops = output_ops(gm.graph)
+                found = self.analyses.analysed(gm, self._preexisting)  # once per distinct graph (analysis_cache)
+                inner.clone_sites, inner.misplaced = list(found.clone_sites), list(found.misplaced)
+                inner.notes, inner.output_ops = list(found.notes), list(found.output_ops)
                 if self.analysis_only:
                     inner.notes += [upper_bound_note(c) for c in inner.clone_sites if c.buffer_is_inductors_choice]
                 inner.post_grad_code = gm.code
-                inner.binders = symbol_binders(gm.graph)
-                inner.inputs = [geometry_of(n.meta.get("val")) for n in gm.graph.nodes if n.op == "placeholder"]
-                inner.blind_spots = [(BlindSpot.HOP_SUBGRAPH, m) for m in subgraph_mutations(gm)]
+                inner.binders, inner.inputs = list(found.binders), list(found.inputs)
+                inner.blind_spots = list(found.blind_spots)
                 inner.post_grad_seen = True
                 if self.analysis_only:
                     raise _StopAfterPostGrad(gm)
