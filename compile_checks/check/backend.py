@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import re
 import time
 import warnings
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
@@ -109,9 +110,28 @@ class Region:
     compile_id: str = ""
     # the dynamo graph's code (a dump's captured graph when depyf wrote none)
     captured_code: str = ""
+    # where the caller's value of each graph input came from (dynamo's source, ``kv_cache['full_cache']``; None
+    # where dynamo recorded none): names a copy of an input no pool names
+    input_sources: list[str | None] = field(default_factory=list)
     # torch._guards.TraceId (compile id, attempt) it was compiled under: its findings are logged there
     # (compile_checks.check.trace_artifacts)
     trace_id: Any = None
+
+
+def input_sources(gm: torch.fx.GraphModule) -> list[str | None]:
+    """The caller's expression of each placeholder of a dynamo graph: its source without dynamo's frame
+    prefix (``L['kv_cache']['full_cache']`` -> ``kv_cache['full_cache']``); None where it has none."""
+    out: list[str | None] = []
+    for node in gm.graph.nodes:
+        if node.op != "placeholder":
+            continue
+        source = getattr(node.meta.get("grapharg"), "source", None)
+        name = getattr(source, "name", None)
+        name = name() if callable(name) else name  # a method before torch 2.14
+        if isinstance(name, str) and name:
+            name = re.sub(r"^[LG]\['([^']+)'\]", r"\1", name)
+        out.append(name if isinstance(name, str) and name else None)
+    return out
 
 
 class _StopAfterPostGrad(BaseException):
@@ -300,6 +320,7 @@ class Probe:
         self.regions.append(region)
         region.code, region.compile_id = current_frame()
         region.captured_code = gm.code
+        region.input_sources = input_sources(gm)
         region.trace_id = torch._guards.CompileContext.current_trace_id()
         if self._frame_start is not None:
             region.phase_seconds[Phase.DYNAMO] = t0 - max(self._frame_start, self._last_backend_end)

@@ -52,6 +52,8 @@ class SurvivingClone:
             region (a finding built by hand).
         upper_bound: whether the buffer is Inductor's lowering choice the check could not settle (counted,
             an upper bound; a full compile's generated code settles it).
+        input: the caller's tensor it copies, as the caller wrote it (dynamo's source: ``kv_cache['full_cache']``),
+            else ``input N`` (the region's N-th input): what names it where no pool does.
     """
 
     op: str
@@ -70,6 +72,7 @@ class SurvivingClone:
     explanation: Any = None  # compile_checks.explain.explanations.Explanation (why it survived, the fix)
     calls: int | None = None
     upper_bound: bool = False
+    input: str | None = None
 
     @property
     def traffic_bytes(self) -> int:
@@ -106,6 +109,7 @@ class SurvivingClone:
             "node": self.node,
             "calls": self.calls,
             "upper_bound": self.upper_bound,
+            "input": self.input,
         }
 
     def to_dict(self) -> dict[str, Any]:

@@ -31,7 +31,7 @@ from compile_checks.scan.config import ScanConfig, load_scan_config
 from compile_checks.scan.copies import GraphScan, scan_graph
 from compile_checks.scan.folders import read_path
 from compile_checks.scan.inputs import PoolMap, check_pools_match
-from compile_checks.verdict import render_copy
+from compile_checks.verdict import copy_names, render_copy
 from compile_checks.vocab import ErrorKind, ExitCode
 
 TRACE = "trace"  # the Outcome's pipeline column: the scan reads what any pipeline logged
@@ -122,8 +122,7 @@ def _verdict(o: Outcome) -> str:
         return cell
     if o.clean:
         return "clean"
-    args = ",".join(sorted({c["arg"] for c in o.clones}))
-    return escape(f"{len(o.clones)} copy(ies) {args} {_bytes(o.clones)} B/call")
+    return escape(f"{len(o.clones)} copy(ies) {copy_names(o.clones)} {_bytes(o.clones)} B/call")
 
 
 def print_scan(outcomes: Sequence[Outcome], code: int, seconds: float, notes: Sequence[str]) -> None:
