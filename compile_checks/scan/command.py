@@ -4,8 +4,9 @@ One :class:`~compile_checks.gate.outcome.Outcome` per graph (label ``rank0 [0/0]
 ``pipeline`` ``"trace"``: how the graph was compiled is not the scan's to know), and one per pool
 that ``[tool.compile_checks.scan] pools`` judges; the gate's JSON document, JUnit writer and exit
 codes (:func:`compile_checks.gate.commands.exit_code`) as they are. Exit 2: a PATH that is not
-compile artifacts, a truncated trace, or a ``--pools`` entry that matched no input of any graph;
-exit 4: a compile that logged no post-grad graph.
+compile artifacts, a truncated trace (a payload cut short, a compile without its closing
+``compilation_metrics``), or a ``--pools`` entry that matched no input of any graph; exit 4: a compile
+that failed (``fail_type`` in its metrics) or logged no post-grad graph.
 """
 
 from __future__ import annotations
