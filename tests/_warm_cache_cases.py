@@ -3,8 +3,9 @@
 ``fused``: K and V are ``kv[0]`` / ``kv[1]`` of one ``(2, ...)`` allocation (a negative control: cold, Inductor
 clones the shared storage); ``split``: two allocations (the fix; cold, clean); ``other``: split with half the
 slots (another graph: no cache warmed by the other two serves it); ``grown``: fused, driven with pools of 48, 56
-and 64 slots (48 compiles with static sizes, 56 recompiles with symbolic ones, 64 reuses that graph). Small: 64
-slots x 2 heads x 64.
+and 64 slots (48 compiles with static sizes, 56 recompiles with symbolic ones, 64 reuses that graph);
+``window``: the read-window-then-slice-write pattern with static sizes (3 chunks of a 12-token cache: three
+graphs, each with copies analysis-only cannot settle). Small: 64 slots x 2 heads x 64.
 """
 
 from __future__ import annotations
