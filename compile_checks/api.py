@@ -21,6 +21,7 @@ import torch
 from compile_checks.check.attribution import build_report
 from compile_checks.check.backend import Probe, instrumented_inductor
 from compile_checks.check.findings import CloneReport, SurvivingClone
+from compile_checks.check.frozen_pools import FrozenPoolLog, frozen_pool_names, watching_frozen_pools
 from compile_checks.check.recompile_limit import (
     LimitLog,
     limit_findings,
@@ -120,6 +121,8 @@ class CloneCheck:
             if explain
             else None
         )
+        # pools freezing=True made constants of a region (compile_checks.check.frozen_pools)
+        self.frozen_log = FrozenPoolLog()
         self.report: CloneReport | None = None
         self.depyf: DepyfDump | None = None  # the guarded depyf session while dumping (its failures)
         self._stack: contextlib.ExitStack | None = None
@@ -129,6 +132,13 @@ class CloneCheck:
         region = self.probe.regions[index] if index < len(self.probe.regions) else None
         code = region.code if region is not None else ""
         return f"region {index} ({code})" if code else f"region {index}"
+
+    def _pools_touched(self, t: torch.Tensor) -> list[str]:
+        return self.probe.pools.touched(t) if self.probe.pools else []
+
+    def _compiling_region(self) -> int | None:
+        """The region compiling now (the backend appends it before Inductor runs)."""
+        return len(self.probe.regions) - 1 if self.probe.regions else None
 
     @property
     def backend(self) -> Callable[..., Any]:
@@ -168,6 +178,7 @@ class CloneCheck:
             stack.enter_context(instrumented_inductor(self.probe, self.functionalization, self.inductor_config))
             stack.enter_context(recording_reasons(self.recompile_log))
             stack.enter_context(watching_recompile_limit(self.limit_log))
+            stack.enter_context(watching_frozen_pools(self.frozen_log, self._pools_touched, self._compiling_region))
             if self.explain_recorder is not None:
                 stack.enter_context(self.explain_recorder.active())
             if self.dump_dir is not None:
@@ -194,6 +205,7 @@ class CloneCheck:
             except PoolNamingError as e:
                 unread = f"the pools could not be re-read after the last call ({e}): a replacement by it is not seen"
         self.pools = self.probe.pool_tensors or None  # the last ones read (a pools callable follows rebuilds)
+        self.probe.received_pools |= frozen_pool_names(self.frozen_log)  # reached, as constants: pool_folded says so
         report = build_report(self.probe, self.pools, self.dump_dir, allow_unanalysed=self.allow_unanalysed)
         report.notes += [unread] if unread else []
         report.recompiles = recompile_table(self.probe.regions, self.recompile_log)
@@ -207,6 +219,7 @@ class CloneCheck:
             report.notes.append(self.no_values.note())
         raised = raised_by_limit(exc)
         report.run_findings += limit_findings(self.limit_log, raised=raised)
+        report.run_findings += self.frozen_log.findings(self._region_label)
         report.notes += self.limit_log.notes
         report.notes += self.probe.restarts + self.probe.compile_failures  # compile_checks.check.backend
         report = explain_report(report, self.probe, self)
