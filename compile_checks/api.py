@@ -31,7 +31,7 @@ from compile_checks.check.recompile_limit import (
 )
 from compile_checks.check.recompiles import RecompileLog, recompile_table, recording_reasons
 from compile_checks.check.trace_artifacts import log_findings
-from compile_checks.check.writes.calls import CallWriteCheck
+from compile_checks.check.writes.calls import SCAN_CALLS, CallWriteCheck
 from compile_checks.check.writes.regions import RegionWriteWatch
 from compile_checks.errors import CompileChecksError, UsageError
 from compile_checks.explain.culprit_pass import PostGradRecorder
@@ -108,9 +108,13 @@ class CloneCheck:
         # writes an opaque op makes without declaring them, and recompiles (compile_checks.check.writes/recompiles)
         if self.no_values is None:
             self.probe.write_watch = RegionWriteWatch(self.pools, self.probe.received_pools)
-            # check_writes: each compiled call against its own captured graph run eagerly (lost writes)
+            # check_writes: each compiled call against its own captured graph run eagerly (lost writes); the full
+            # mode (generated code, the correctness mode) scans every call for writes eager did not make
             if check_writes:
-                self.probe.call_writes = CallWriteCheck(lambda: self.probe.pool_tensors, self._region_label)
+                scan_calls = SCAN_CALLS if analysis_only else None
+                self.probe.call_writes = CallWriteCheck(
+                    lambda: self.probe.pool_tensors, self._region_label, scan_calls=scan_calls
+                )
         self.recompile_log = RecompileLog()
         self.limit_log = (
             LimitLog()
