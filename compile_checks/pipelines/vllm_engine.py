@@ -29,7 +29,9 @@ from typing import Any
 from compile_checks.api import CloneCheck, format_report
 from compile_checks.check.findings import CloneReport
 from compile_checks.check.graph.generated_buffers import allocated_bytes
+from compile_checks.errors import CompileChecksError, UsageError
 from compile_checks.pipelines.vllm_engine_hooks import EngineCaches, inductor_through, warm_up_after_cache
+from compile_checks.pipelines.vllm_engine_options import EngineError, one_line, refuse_uncompiled
 from compile_checks.pipelines.vllm_env import VllmPipelineError, vllm_env, vllm_module
 
 # the KV cache the engine gets unless told otherwise: small (vLLM's CPU default is 4 GiB, or sized from memory)
@@ -51,14 +53,15 @@ KV_CACHE_SPACE_ENV = "VLLM_CPU_KVCACHE_SPACE"
 
 @dataclass(frozen=True)
 class LayerCache:
-    """One attention layer's KV cache as the engine allocated it, and how the compiled model met it."""
+    """One KV cache allocation (a pool) as the engine made it, its layers, and how the compiled model met it."""
 
-    name: str
+    name: str  # the pool's name: its layer's, or its layers' joined with "+" where they share it
     shape: tuple[int, ...]
     dtype: str
     nbytes: int
     received: bool  # a compiled graph took it as an input on some call
-    reached: int  # calls of vLLM's cache ops that looked it up by name (forward context)
+    reached: int  # calls of vLLM's cache ops that looked one of its layers up by name (forward context)
+    layers: tuple[str, ...] = ()  # the attention layers whose kv_cache it is (several: vLLM's hybrid manager)
 
 
 @dataclass(frozen=True)
@@ -95,7 +98,11 @@ class EngineGate:
     def problems(self) -> list[str]:
         """What fails the gate besides copies: the check's problems, no cache, code and check disagreeing."""
         out = list(self.report.problems)
-        if not self.layers:
+        if self.report.num_regions == 0:
+            out.append(
+                f"vLLM's model runner compiled nothing (mode {self.compilation.get('mode', '?')}): nothing to gate"
+            )
+        elif not self.layers:
             out.append("the engine allocated no KV cache: nothing to gate (a model without attention layers?)")
         out += [
             f"region {g.region}: the check counts {g.check_copies} pool-sized copies ({g.check_bytes} B), Inductor's "
@@ -113,7 +120,10 @@ class EngineGate:
         lines = [f"vllm.LLM gate: {'PASS' if self.passed else 'FAIL'} ({self.compilation.get('summary', '')})"]
         for layer in self.layers:
             how = "graph input" if layer.received else f"opaque ops by name ({layer.reached} calls)"
-            lines.append(f"  {layer.name}: {list(layer.shape)} {layer.dtype} {layer.nbytes} B, reached as {how}")
+            shared = f", one allocation shared by {len(layer.layers)} layers" if len(layer.layers) > 1 else ""
+            lines.append(
+                f"  {layer.name}: {list(layer.shape)} {layer.dtype} {layer.nbytes} B{shared}, reached as {how}"
+            )
         for g in self.generated:
             lines.append(
                 f"  region {g.region}: check {g.check_copies} copies / {g.check_bytes} B, generated code "
@@ -153,8 +163,11 @@ def gate_llm(
     say = log if log is not None else (lambda m: print(f"[vllm-engine] {m}", file=sys.stderr, flush=True))
     folder = Path(model)
     if not (folder / "config.json").is_file():
-        raise FileNotFoundError(f"{folder} holds no config.json: gate_llm serves a local folder (save_pretrained)")
+        raise UsageError(f"{folder} holds no config.json: gate_llm serves a local folder (save_pretrained)")
+    if max_tokens < 1:
+        raise UsageError(f"max_tokens must be at least 1, got {max_tokens}")
     kwargs = {**DEFAULT_LLM_KWARGS, "kv_cache_memory_bytes": kv_cache_memory_bytes, **dict(llm_kwargs or {})}
+    refuse_uncompiled(kwargs)
     ignored = os.environ.get(KV_CACHE_SPACE_ENV)
     with engine_env():
         _require_cpu_build()
@@ -162,24 +175,30 @@ def gate_llm(
         caches = EngineCaches()
         # check_writes: each compiled call against its own captured graph run eagerly, on the engine's real cache writes
         check = CloneCheck(pools=caches, functionalization="v1", check_writes=True)
-        with check, caches.recording_reaches(), inductor_through(check.backend), warm_up_after_cache() as notes:
-            check.probe.reached_by_name = caches.reached
-            call_writes = check.probe.call_writes
-            if call_writes is not None:  # the write check's eager runs reach the caches too: not the engine's reaches
-                caches.not_counted = lambda: call_writes.eager_running
-            say(f"building vllm.LLM({str(folder)!r}) in this process (loads, allocates the cache, compiles) ...")
-            llm = vllm.LLM(model=str(folder), **kwargs)
-            compilation = _compilation(llm)
-            say(f"generating {max_tokens} tokens for {len(prompts)} prompts ...")
-            params = vllm.SamplingParams(max_tokens=max_tokens, temperature=0.0, detokenize=False)
-            outputs = llm.generate([{"prompt_token_ids": list(p)} for p in prompts], params, use_tqdm=False)
-            token_ids = [list(o.outputs[0].token_ids) for o in outputs]
-        report = check.report
-        assert report is not None
-        layers = _layers(caches, check)
-        del llm
-        # the next engine in this process initialises vLLM's process groups again
-        vllm_module("vllm.distributed.parallel_state").cleanup_dist_env_and_memory()
+        try:
+            with check, caches.recording_reaches(), inductor_through(check.backend), warm_up_after_cache() as notes:
+                check.probe.reached_by_name = caches.reached_pools
+                call_writes = check.probe.call_writes
+                if call_writes is not None:  # the write check's eager runs reach the caches too: not the engine's
+                    caches.not_counted = lambda: call_writes.eager_running
+                say(f"building vllm.LLM({str(folder)!r}) in this process (loads, allocates the cache, compiles) ...")
+                llm = _engine_step("building vllm.LLM", lambda: vllm.LLM(model=str(folder), **kwargs))
+                compilation = _compilation(llm)
+                say(f"generating {max_tokens} tokens for {len(prompts)} prompts ...")
+                params = vllm.SamplingParams(max_tokens=max_tokens, temperature=0.0, detokenize=False)
+                prompt_ids = [{"prompt_token_ids": list(p)} for p in prompts]
+                outputs = _engine_step("generating", lambda e=llm: e.generate(prompt_ids, params, use_tqdm=False))
+                token_ids = [list(o.outputs[0].token_ids) for o in outputs]
+                if not caches.last:  # nothing compiled re-read the caches (an eager run): the engine's own
+                    caches.read(compilation.pop("forward_context"))
+                compilation.pop("forward_context", None)
+            report = check.report
+            assert report is not None
+            layers = _layers(caches, check)
+            del llm
+        finally:
+            # the next engine in this process initialises vLLM's process groups again
+            vllm_module("vllm.distributed.parallel_state").cleanup_dist_env_and_memory()
     gate = EngineGate(report, layers, _generated(check, layers), token_ids, compilation, list(dict.fromkeys(notes)))
     if ignored:
         gate.notes.append(f"{KV_CACHE_SPACE_ENV}={ignored} ignored: the cache was {kwargs['kv_cache_memory_bytes']} B")
@@ -188,6 +207,17 @@ def gate_llm(
     gate.notes += [f"cache op reached {n!r} while it was not the tensor the check names" for n in sorted(caches.stale)]
     say(f"{'PASS' if gate.passed else 'FAIL'}: {len(report.clones)} pool copies, {len(gate.problems)} problems")
     return gate
+
+
+def _engine_step(what: str, step: Callable[[], Any]) -> Any:
+    """``step()``; vLLM refusing or crashing in it is an EngineError with one line of why (the check's own
+    errors pass through)."""
+    try:
+        return step()
+    except CompileChecksError:
+        raise
+    except Exception as e:
+        raise EngineError(f"vLLM failed {what}: {one_line(e)}") from e
 
 
 def _require_cpu_build() -> None:
@@ -209,7 +239,10 @@ def _compilation(llm: Any) -> dict[str, Any]:
     mode = getattr(config.mode, "name", str(config.mode))
     options = {k: v for k, v in dict(config.inductor_compile_config).items() if isinstance(v, (bool, int, float, str))}
     summary = f"{mode}, backend {config.backend}"
-    return {"mode": mode, "backend": config.backend, "inductor": options, "summary": summary}
+    context = config.static_forward_context
+    return {"mode": mode, "backend": config.backend, "inductor": options, "summary": summary} | {
+        "forward_context": context
+    }
 
 
 def _layers(caches: EngineCaches, check: CloneCheck) -> list[LayerCache]:
@@ -217,7 +250,9 @@ def _layers(caches: EngineCaches, check: CloneCheck) -> list[LayerCache]:
     out = []
     for name, t in caches.last.items():
         dtype, nbytes = str(t.dtype).removeprefix("torch."), t.numel() * t.element_size()
-        out.append(LayerCache(name, tuple(t.shape), dtype, nbytes, name in received, caches.reached[name]))
+        layers = caches.layers_of.get(name, (name,))
+        reached = sum(caches.reached[n] for n in layers)
+        out.append(LayerCache(name, tuple(t.shape), dtype, nbytes, name in received, reached, layers))
     return out
 
 
