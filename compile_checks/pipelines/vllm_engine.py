@@ -19,6 +19,7 @@ loaded (``skip_tokenizer_init=True``), prompts are token ids. Call it under an
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -28,10 +29,12 @@ from typing import Any
 
 from compile_checks.api import CloneCheck, format_report
 from compile_checks.check.findings import CloneReport
-from compile_checks.check.graph.generated_buffers import allocated_bytes
 from compile_checks.errors import CompileChecksError, UsageError
+from compile_checks.pipelines.vllm_engine_buffers import GeneratedBuffers, cross_check
+from compile_checks.pipelines.vllm_engine_culprits import Culprit, name_culprits
 from compile_checks.pipelines.vllm_engine_hooks import EngineCaches, inductor_through, warm_up_after_cache
 from compile_checks.pipelines.vllm_engine_options import EngineError, one_line, refuse_uncompiled
+from compile_checks.pipelines.vllm_engine_passes import PassWatch
 from compile_checks.pipelines.vllm_env import VllmPipelineError, vllm_env, vllm_module
 
 # the KV cache the engine gets unless told otherwise: small (vLLM's CPU default is 4 GiB, or sized from memory)
@@ -64,21 +67,6 @@ class LayerCache:
     layers: tuple[str, ...] = ()  # the attention layers whose kv_cache it is (several: vLLM's hybrid manager)
 
 
-@dataclass(frozen=True)
-class GeneratedBuffers:
-    """One compiled graph's pool-sized buffers: the check's count and bytes beside Inductor's code."""
-
-    region: int
-    check_copies: int
-    check_bytes: int
-    code_buffers: int | None  # None: the generated code could not be read (a symbolic size, no wrapper)
-    code_bytes: int | None
-
-    @property
-    def agrees(self) -> bool:
-        return (self.check_copies, self.check_bytes) == (self.code_buffers, self.code_bytes)
-
-
 @dataclass
 class EngineGate:
     """What :func:`gate_llm` found: the check's report, the engine's caches, and the generated-code cross-check."""
@@ -93,6 +81,8 @@ class EngineGate:
     generated_code: dict[int, str] = field(default_factory=dict, repr=False)
     # compiled calls the write check compared with their own captured graph run eagerly
     write_checked_calls: int = 0
+    # the custom post-grad pass behind each finding it caused
+    culprits: list[Culprit] = field(default_factory=list)
 
     @property
     def problems(self) -> list[str]:
@@ -104,12 +94,7 @@ class EngineGate:
             )
         elif not self.layers:
             out.append("the engine allocated no KV cache: nothing to gate (a model without attention layers?)")
-        out += [
-            f"region {g.region}: the check counts {g.check_copies} pool-sized copies ({g.check_bytes} B), Inductor's "
-            f"generated code allocates {g.code_buffers} pool-sized buffers ({g.code_bytes} B)"
-            for g in self.generated
-            if not g.agrees
-        ]
+        out += [g.disagreement() for g in self.generated if not g.agrees]
         return out
 
     @property
@@ -127,9 +112,10 @@ class EngineGate:
         for g in self.generated:
             lines.append(
                 f"  region {g.region}: check {g.check_copies} copies / {g.check_bytes} B, generated code "
-                f"{g.code_buffers} pool-sized buffers / {g.code_bytes} B"
+                f"{g.code_buffers} buffers filled from the pools / {g.code_bytes} B"
             )
         lines += [f"  problem: {p}" for p in self.problems]
+        lines += [f"  culprit: {c.line()}" for c in self.culprits]
         lines += [f"  note: {n}" for n in self.notes]
         lines.append(format_report(self.report, verbose=verbose))
         return "\n".join(lines)
@@ -175,8 +161,10 @@ def gate_llm(
         caches = EngineCaches()
         # check_writes: each compiled call against its own captured graph run eagerly, on the engine's real cache writes
         check = CloneCheck(pools=caches, functionalization="v1", check_writes=True)
+        watch = PassWatch(lambda: len(check.probe.regions) - 1)  # vLLM's custom post-grad passes, by region
+        through = inductor_through(check.backend, watch.wrap)
         try:
-            with check, caches.recording_reaches(), inductor_through(check.backend), warm_up_after_cache() as notes:
+            with check, caches.recording_reaches(), through, warm_up_after_cache() as notes:
                 check.probe.reached_by_name = caches.reached_pools
                 call_writes = check.probe.call_writes
                 if call_writes is not None:  # the write check's eager runs reach the caches too: not the engine's
@@ -187,7 +175,9 @@ def gate_llm(
                 say(f"generating {max_tokens} tokens for {len(prompts)} prompts ...")
                 params = vllm.SamplingParams(max_tokens=max_tokens, temperature=0.0, detokenize=False)
                 prompt_ids = [{"prompt_token_ids": list(p)} for p in prompts]
-                outputs = _engine_step("generating", lambda e=llm: e.generate(prompt_ids, params, use_tqdm=False))
+                outputs = _engine_step(
+                    "generating", functools.partial(llm.generate, prompt_ids, params, use_tqdm=False)
+                )
                 token_ids = [list(o.outputs[0].token_ids) for o in outputs]
                 if not caches.last:  # nothing compiled re-read the caches (an eager run): the engine's own
                     caches.read(compilation.pop("forward_context"))
@@ -199,7 +189,9 @@ def gate_llm(
         finally:
             # the next engine in this process initialises vLLM's process groups again
             vllm_module("vllm.distributed.parallel_state").cleanup_dist_env_and_memory()
-    gate = EngineGate(report, layers, _generated(check, layers), token_ids, compilation, list(dict.fromkeys(notes)))
+    generated = cross_check(check, [layer.nbytes for layer in layers])
+    gate = EngineGate(report, layers, generated, token_ids, compilation, list(dict.fromkeys(notes)))
+    gate.culprits = name_culprits(report, watch.edits, caches.layers_of, generated)
     if ignored:
         gate.notes.append(f"{KV_CACHE_SPACE_ENV}={ignored} ignored: the cache was {kwargs['kv_cache_memory_bytes']} B")
     gate.generated_code = {r.index: "\n".join(i.generated_code for i in r.inner) for r in check.probe.regions}
@@ -253,29 +245,6 @@ def _layers(caches: EngineCaches, check: CloneCheck) -> list[LayerCache]:
         layers = caches.layers_of.get(name, (name,))
         reached = sum(caches.reached[n] for n in layers)
         out.append(LayerCache(name, tuple(t.shape), dtype, nbytes, name in received, reached, layers))
-    return out
-
-
-def _generated(check: CloneCheck, layers: Sequence[LayerCache]) -> list[GeneratedBuffers]:
-    """Per compiled region: the check's pool copies beside the buffers of Inductor's code of the same sizes.
-
-    The sizes compared are each layer cache's bytes and each copy's: a cache's shape never depends on the
-    batch, so a buffer of a symbolic size (activations, per token) is never one of them.
-    """
-    report = check.report
-    assert report is not None
-    out: list[GeneratedBuffers] = []
-    for region in check.probe.regions:
-        copies = [c for c in report.clones if c.region == region.index]
-        sizes = {layer.nbytes for layer in layers} | {c.nbytes for c in copies}
-        code = "\n".join(inner.generated_code for inner in region.inner)
-        counts = allocated_bytes(code) if code else None
-        if counts is None:
-            code_n = code_b = None
-        else:
-            hits = {int(size): n for size, n in counts.items() if size in sizes}
-            code_n, code_b = sum(hits.values()), sum(size * n for size, n in hits.items())
-        out.append(GeneratedBuffers(region.index, len(copies), sum(c.nbytes for c in copies), code_n, code_b))
     return out
 
 

@@ -104,6 +104,7 @@ def run_engine(args: argparse.Namespace) -> int:
             "compilation": gate.compilation,
             "token_ids": gate.token_ids,
             "notes": gate.notes,
+            "culprits": [asdict(c) for c in gate.culprits],
             "report": gate.report.to_dict(),
         }
         try:

@@ -41,13 +41,17 @@ ATTENTION_MODULE = "vllm.model_executor.layers.attention.attention"
 
 
 @contextlib.contextmanager
-def inductor_through(backend: Callable[..., Any]) -> Iterator[None]:
+def inductor_through(
+    backend: Callable[..., Any], options_hook: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+) -> Iterator[None]:
     """Every ``torch.compile(..., backend="inductor", options=...)`` graph compiles through ``backend``
-    (called ``backend(gm, example_inputs, options=<the options torch.compile was given>)``)."""
+    (called ``backend(gm, example_inputs, options=<the options torch.compile was given>)``, passed through
+    ``options_hook`` when given: the engine gate watches vLLM's custom passes there)."""
     wrapper_cls = torch._TorchCompileInductorWrapper
 
     def call(self: Any, model_: torch.fx.GraphModule, inputs_: Sequence[Any]) -> Any:
-        return backend(model_, inputs_, options=dict(self.config))
+        options = dict(self.config)
+        return backend(model_, inputs_, options=options_hook(options) if options_hook else options)
 
     with mock.patch.object(wrapper_cls, "__call__", call):
         yield

@@ -1,0 +1,134 @@
+"""The custom post-grad pass behind each finding of the engine gate, with its class and the node it touched.
+
+From the edits :class:`~compile_checks.pipelines.vllm_engine_passes.PassWatch` recorded (nodes a pass
+removed, added or rewired, each with the layer it names):
+
+* a **lost write** of a pool: a pass that removed (else rewired) a node naming one of the pool's layers;
+* a **copy** the check reports: a pass that added the copy's node (the clone itself), or added a node that
+  reads the pool after its write (the reader a read-after-write refusal names), or rewired the write;
+* a **buffer the generated code fills from a pool**: a pass that added a node Inductor computed it from.
+
+Each is named on the finding itself (the copy's explanation, the write finding's message) and listed as a
+:class:`Culprit`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from compile_checks.check.findings import CloneReport, SurvivingClone
+from compile_checks.pipelines.vllm_engine_buffers import GeneratedBuffers
+from compile_checks.pipelines.vllm_engine_passes import PassEdit
+from compile_checks.vocab import Cause, WriteProblem
+
+PASS_FIX = "fix or remove {pass_} ({slot}): the gate passes without it"
+
+
+@dataclass(frozen=True)
+class Culprit:
+    """A finding and the pass that caused it."""
+
+    finding: str
+    pass_class: str
+    slot: str
+    action: str  # what the pass did to the node: removed / added / rewired
+    node: str
+    target: str
+
+    def line(self) -> str:
+        return f"{self.pass_class} ({self.slot}) {self.action} node {self.node} ({self.target}): {self.finding}"
+
+
+def _pick(edits: Iterable[PassEdit], wanted: Iterable[str], kinds: Sequence[str]) -> tuple[PassEdit, str] | None:
+    names = list(wanted)
+    for kind in kinds:
+        for edit in edits:
+            nodes = getattr(edit, kind)
+            for name in names:
+                if name in nodes:
+                    return edit, name
+    return None
+
+
+def _culprit(finding: str, hit: tuple[PassEdit, str]) -> Culprit:
+    edit, node = hit
+    return Culprit(finding, edit.pass_class, edit.slot, edit.action(node), node, edit.touched[node].target)
+
+
+def name_culprits(
+    report: CloneReport,
+    edits: Sequence[PassEdit],
+    layers_of: Mapping[str, tuple[str, ...]],
+    generated: Sequence[GeneratedBuffers],
+) -> list[Culprit]:
+    """Every finding a recorded pass caused, named on the finding (``report`` is updated) and returned."""
+    if not edits:
+        return []
+    out: list[Culprit] = []
+    findings = []
+    for f in report.run_findings:
+        hit = None
+        if f.kind == WriteProblem.LOST_WRITE:
+            layers = set(layers_of.get(f.pool, (f.pool,)))
+            mine = [e for e in edits if f.region is None or e.region == f.region]
+            for kind in ("removed", "rewired"):
+                nodes = [n for e in mine for n, info in getattr(e, kind).items() if info.layer in layers]
+                hit = _pick(mine, nodes, (kind,))
+                if hit:
+                    break
+        if hit is not None:
+            c = _culprit(f"lost write of {f.pool}", hit)
+            out.append(c)
+            f = dataclasses.replace(
+                f,
+                message=f"{f.message}; caused by {c.pass_class} ({c.slot}), which {c.action} node {c.node} "
+                f"({c.target})",
+                details={**f.details, "culprit": c.pass_class, "culprit_node": c.node},
+            )
+        findings.append(f)
+    report.run_findings = findings
+    report.clones = [_clone(c, edits, out) for c in report.clones]
+    report.other_clones = [_clone(c, edits, out) for c in report.other_clones]
+    for g in generated:
+        mine = [e for e in edits if e.region == g.region]
+        for b in g.buffers:
+            hit = _pick(mine, b.origins, ("added", "rewired"))
+            if hit is not None:
+                out.append(_culprit(f"generated-code buffer {b.describe()}", hit))
+    return out
+
+
+def _clone(c: SurvivingClone, edits: Sequence[PassEdit], out: list[Culprit]) -> SurvivingClone:
+    mine = [e for e in edits if e.region == c.region]
+    e = c.explanation
+    readers = [x.node for x in e.conflicting] if e is not None else []
+    what = f"copy {c.node} of {c.pool or c.arg} ({c.nbytes} B)"
+    copy_hit = _pick(mine, [c.node], ("added",))
+    read_hit = None if copy_hit else _pick(mine, readers, ("added", "rewired"))
+    write_hit = (
+        None if copy_hit or read_hit else _pick(mine, [e.write_node] if e and e.write_node else [], ("rewired",))
+    )
+    hit = copy_hit or read_hit or write_hit
+    if hit is None or e is None:
+        return c
+    culprit = _culprit(what, hit)
+    out.append(culprit)
+    who = f"{culprit.pass_class} ({culprit.slot})"
+    if copy_hit:
+        reason = f"the copy is node {c.node} ({culprit.target}), which {who} added: no reinplace decision made it"
+        cause = Cause.OTHER
+    elif read_hit:
+        base = e.reason.replace("; the read follows the write in the program itself", "")
+        reason = f"{base}; {who} {culprit.action} that read (node {culprit.node}, {culprit.target})"
+        cause = e.cause
+    else:
+        reason = f"{e.reason}; {who} rewired the write (node {culprit.node}, {culprit.target})"
+        cause = e.cause
+    fix = PASS_FIX.format(pass_=culprit.pass_class, slot=culprit.slot)
+    explanation = dataclasses.replace(e, cause=cause, reason=reason, culprit_pass=culprit.pass_class, fix=fix)
+    return dataclasses.replace(c, explanation=explanation)
+
+
+__all__ = ["Culprit", "name_culprits"]

@@ -1,0 +1,136 @@
+"""The engine gate's parts that need no engine: the CLI's up-front checks (exit 2 / 3 before vLLM starts),
+caches shared by layers named as one pool, buffers the generated code fills from a pool, culprit passes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from compile_checks.check.findings import CloneReport
+from compile_checks.check.writes.finding import WriteFinding
+from compile_checks.cli import main
+from compile_checks.pipelines.vllm_engine_buffers import GeneratedBuffers, pool_filled_buffers
+from compile_checks.pipelines.vllm_engine_culprits import name_culprits
+from compile_checks.pipelines.vllm_engine_hooks import shared_pools
+from compile_checks.pipelines.vllm_engine_passes import NodeInfo, PassEdit
+from compile_checks.vocab import ExitCode, WriteProblem
+
+
+@pytest.fixture
+def model_dir(tmp_path: Path) -> Path:
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "config.json").write_text("{}")
+    return tmp_path / "m"
+
+
+@pytest.mark.parametrize(
+    ("extra", "code", "said"),
+    [
+        (["--max-tokens", "0"], ExitCode.USAGE, "--max-tokens must be at least 1"),
+        (["--llm-kwargs", "{not json"], ExitCode.USAGE, "--llm-kwargs is not JSON"),
+        (["--llm-kwargs", "[1]"], ExitCode.USAGE, "must be a JSON object"),
+        (["--llm-kwargs", '{"enforce_eager": true}'], ExitCode.USAGE, "compiles nothing"),
+        (["--llm-kwargs", '{"compilation_config": {"mode": 0}}'], ExitCode.USAGE, "compiles nothing"),
+        (["--kv-cache-bytes", "-1"], ExitCode.USAGE, "--kv-cache-bytes must be positive"),
+        (["--json", "/nonexistent-dir-51/out.json"], ExitCode.UNWRITABLE, "cannot be written"),
+    ],
+)
+def test_bad_engine_arguments_exit_before_the_engine_starts(
+    model_dir: Path, extra: list[str], code: int, said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["engine", str(model_dir), *extra]) == code
+    err = capsys.readouterr().err
+    assert said in err and "Traceback" not in err, err
+    assert len([line for line in err.splitlines() if line.startswith("error:")]) == 1, err
+
+
+def test_a_missing_model_folder_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["engine", str(tmp_path / "absent")]) == ExitCode.USAGE
+    assert "no such folder" in capsys.readouterr().err
+    assert main(["engine", str(tmp_path)]) == ExitCode.USAGE  # a folder, no config.json
+    assert "holds no config.json" in capsys.readouterr().err
+
+
+def test_layers_sharing_one_allocation_are_one_pool_named_by_its_layers() -> None:
+    """vLLM's hybrid manager: a sliding and a full-attention layer viewing the same bytes; side-by-side caches
+    of one storage (vLLM's usual layout) stay apart."""
+    raw = torch.zeros(4 * 2 * 8 * 4)
+    shared = {"l0": raw.view(4, 2, 8, 4), "l1": raw.view(4, 2, 8, 4), "l2": torch.zeros(4, 2, 8, 4)}
+    pools, layers_of = shared_pools(shared)
+    assert list(pools) == ["l0+l1", "l2"] and layers_of == {"l0+l1": ("l0", "l1"), "l2": ("l2",)}
+    assert pools["l0+l1"] is shared["l0"]
+    side = torch.zeros(2, 64)
+    pools, layers_of = shared_pools({"a": side[0], "b": side[1]})
+    assert list(pools) == ["a", "b"]
+    # partial overlap: one byte view over the union
+    pools, _ = shared_pools({"x": side[0, :40], "y": side[0, 20:]})
+    assert list(pools) == ["x+y"] and pools["x+y"].numel() * pools["x+y"].element_size() == 64 * 4
+
+
+CODE = """
+cpp_fused_clone_0 = async_compile.cpp_pybinding(['const float*', 'const float*', 'float*', 'float*', 'const int64_t'], r'''
+''')
+cpp_fused_rest_1 = async_compile.cpp_pybinding(['const float*', 'float*'], r'''
+''')
+class Runner:
+    def call(self, args):
+        arg0_1, arg1_1, arg2_1 = args
+        args.clear()
+        s72 = arg0_1
+        buf0 = empty_strided_cpu((s72, 64), (64, 1), torch.float32)
+        buf1 = empty_strided_cpu((16, 2, 128, 64), (16384, 8192, 64, 1), torch.float32)
+        buf2 = reinterpret_tensor(buf1, (16, 2, 64, 64), (16384, 8192, 64, 1), 0)  # alias
+        cpp_fused_clone_0(arg1_1, reinterpret_tensor(arg2_1, (16, 2, 128, 64), (1, 1, 1, 1), 0), buf0, buf2, s72)
+        buf3 = empty_strided_cpu((8, 8), (8, 1), torch.float32)
+        cpp_fused_rest_1(arg1_1, buf3)
+"""
+
+
+def test_every_static_buffer_a_kernel_fills_while_reading_a_pool_is_counted_and_named() -> None:
+    """A K half of a cache (half a pool's size) is pool traffic; the per-token activation the same kernel writes
+    and a buffer filled from a non-pool input are not."""
+    found = pool_filled_buffers(CODE, {2: "model.layers.0.self_attn.attn"}, {"buf1": frozenset({"clone"})})
+    assert [(b.name, b.nbytes, b.pool, b.kernel, b.origins) for b in found] == [
+        ("buf1", 16 * 2 * 128 * 64 * 4, "model.layers.0.self_attn.attn", "cpp_fused_clone_0", ("clone",))
+    ]
+    assert pool_filled_buffers(CODE, {}) == []  # no pool among the inputs
+
+
+def _edit(**kinds: dict[str, NodeInfo]) -> PassEdit:
+    return PassEdit(0, "post_grad_custom_post_pass", "DropsTheWrite", **kinds)
+
+
+def test_a_lost_write_names_the_pass_that_removed_the_layers_cache_update() -> None:
+    report = CloneReport(num_regions=1)
+    report.run_findings = [WriteFinding(WriteProblem.LOST_WRITE, "a+b", "_C::x", "lost", region=0)]
+    removed = {"unified_kv_cache_update": NodeInfo("vllm.unified_kv_cache_update.default", (), "b")}
+    culprits = name_culprits(report, [_edit(removed=removed)], {"a+b": ("a", "b")}, [])
+    assert [c.line() for c in culprits] == [
+        "DropsTheWrite (post_grad_custom_post_pass) removed node unified_kv_cache_update "
+        "(vllm.unified_kv_cache_update.default): lost write of a+b"
+    ]
+    assert "caused by DropsTheWrite" in report.run_findings[0].message
+    # a pass that touched another layer's nodes is not blamed
+    report.run_findings = [WriteFinding(WriteProblem.LOST_WRITE, "c", "_C::x", "lost", region=0)]
+    assert name_culprits(report, [_edit(removed=removed)], {"c": ("c",)}, []) == []
+
+
+def test_a_buffer_computed_from_a_node_a_pass_added_names_the_pass() -> None:
+    [buffer] = pool_filled_buffers(CODE, {2: "L0"}, {"buf1": frozenset({"clone"})})
+    generated = [GeneratedBuffers(0, 0, 0, 1, buffer.nbytes, (buffer,))]
+    added = {"clone": NodeInfo("aten.clone.default", ("slice_1",), None)}
+    [culprit] = name_culprits(CloneReport(num_regions=1), [_edit(added=added)], {}, generated)
+    assert culprit.action == "added" and culprit.node == "clone" and "buf1" in culprit.finding
+
+
+def test_the_cli_json_carries_culprits_and_named_buffers(model_dir: Path) -> None:
+    """The JSON keys the engine command writes (no engine: the record's shape)."""
+    from dataclasses import asdict
+
+    [buffer] = pool_filled_buffers(CODE, {2: "L0"})
+    assert json.loads(json.dumps(asdict(GeneratedBuffers(0, 0, 0, 1, buffer.nbytes, (buffer,)))))["buffers"][0][
+        "name"
+    ] == "buf1"
