@@ -131,6 +131,7 @@ def test_the_cli_json_carries_culprits_and_named_buffers(model_dir: Path) -> Non
     from dataclasses import asdict
 
     [buffer] = pool_filled_buffers(CODE, {2: "L0"})
-    assert json.loads(json.dumps(asdict(GeneratedBuffers(0, 0, 0, 1, buffer.nbytes, (buffer,)))))["buffers"][0][
-        "name"
-    ] == "buf1"
+    assert (
+        json.loads(json.dumps(asdict(GeneratedBuffers(0, 0, 0, 1, buffer.nbytes, (buffer,)))))["buffers"][0]["name"]
+        == "buf1"
+    )
