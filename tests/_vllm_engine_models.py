@@ -24,14 +24,16 @@ import torch
 HEAD_DIM = 64
 
 
-def write_model(folder: Path, arch: str) -> Path:
-    """A 2-layer random-weight model (hidden 256, head_dim 64, GQA) of ``arch`` ('llama' or 'qwen2') in ``folder``."""
+def write_model(folder: Path, arch: str, layers: int = 2) -> Path:
+    """A random-weight model (hidden 256, head_dim 64, GQA; ``layers`` layers) of ``arch`` in ``folder``:
+    'llama', 'qwen2', 'phi3' (fused QKV and gate-up projections) or 'gemma2' (a sliding-window layer and a
+    full-attention layer: vLLM's hybrid KV cache manager gives both one allocation)."""
     import transformers
 
     common: dict[str, Any] = {
         "hidden_size": 256,
         "intermediate_size": 512,
-        "num_hidden_layers": 2,
+        "num_hidden_layers": layers,
         "num_attention_heads": 4,
         "head_dim": HEAD_DIM,
         "vocab_size": 512,
@@ -43,8 +45,14 @@ def write_model(folder: Path, arch: str) -> Path:
     elif arch == "qwen2":  # qkv bias, one KV head for four query heads, tied embeddings
         config = transformers.Qwen2Config(num_key_value_heads=1, tie_word_embeddings=True, **common)
         model = transformers.Qwen2ForCausalLM(config)
+    elif arch == "phi3":
+        config = transformers.Phi3Config(num_key_value_heads=2, **common)
+        model = transformers.Phi3ForCausalLM(config)
+    elif arch == "gemma2":  # layer types alternate sliding / full; logit soft-capping
+        config = transformers.Gemma2Config(num_key_value_heads=2, sliding_window=16, **common)
+        model = transformers.Gemma2ForCausalLM(config)
     else:
-        raise ValueError(f"arch must be 'llama' or 'qwen2', got {arch!r}")
+        raise ValueError(f"arch must be 'llama', 'qwen2', 'phi3' or 'gemma2', got {arch!r}")
     torch.manual_seed(0)
     model.save_pretrained(folder)
     return folder

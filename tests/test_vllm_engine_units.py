@@ -135,3 +135,35 @@ def test_the_cli_json_carries_culprits_and_named_buffers(model_dir: Path) -> Non
         json.loads(json.dumps(asdict(GeneratedBuffers(0, 0, 0, 1, buffer.nbytes, (buffer,)))))["buffers"][0]["name"]
         == "buf1"
     )
+
+
+def test_vllm_failing_is_an_engine_error_of_one_line_and_the_checks_own_errors_pass_through() -> None:
+    from compile_checks.api import CompileCheckError
+    from compile_checks.pipelines.vllm_engine import _engine_step
+    from compile_checks.pipelines.vllm_engine_options import EngineError
+
+    def refuses() -> None:
+        raise ValueError("1 validation error for ModelConfig\n\n  max_model_len 100000 > 256\n  more detail")
+
+    with pytest.raises(EngineError) as e:
+        _engine_step("building vllm.LLM", refuses)
+    assert str(e.value) == (
+        "vLLM failed building vllm.LLM: ValueError: 1 validation error for ModelConfig; max_model_len 100000 > 256; "
+        "more detail"
+    )
+
+    def check_fails() -> None:
+        raise CompileCheckError("the check's own")
+
+    with pytest.raises(CompileCheckError):
+        _engine_step("generating", check_fails)
+
+
+def test_a_failing_gate_never_ends_with_no_surviving_pool_clones() -> None:
+    from compile_checks.pipelines.vllm_engine import EngineGate, LayerCache
+
+    layer = LayerCache("l0", (16, 2, 128, 128), "float32", 2097152, received=True, reached=0, layers=("l0",))
+    gate = EngineGate(CloneReport(num_regions=1), [layer], [GeneratedBuffers(0, 0, 0, 1, 1048576)], [[1]])
+    text = gate.format()
+    assert not gate.passed and "no surviving pool clones" not in text, text
+    assert text.splitlines()[-1].startswith("FAIL: 1 problem(s) above"), text

@@ -117,7 +117,12 @@ class EngineGate:
         lines += [f"  problem: {p}" for p in self.problems]
         lines += [f"  culprit: {c.line()}" for c in self.culprits]
         lines += [f"  note: {n}" for n in self.notes]
-        lines.append(format_report(self.report, verbose=verbose))
+        report = format_report(self.report, verbose=verbose)
+        if not self.passed and self.report.check_passed:  # the check's own report is clean: the gate's problems fail
+            lines += [line for line in report.splitlines() if not line.startswith("no surviving pool clones")]
+            lines.append(f"FAIL: {len(self.problems)} problem(s) above (no copy survived Inductor's reinplace pass)")
+        else:
+            lines.append(report)
         return "\n".join(lines)
 
 

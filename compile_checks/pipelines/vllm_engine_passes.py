@@ -71,6 +71,7 @@ def _layer(node: torch.fx.Node) -> str | None:
     for a in [*node.args, *node.kwargs.values()]:
         if isinstance(a, torch.fx.Node):
             a = a.meta.get("val") if a.op == "placeholder" else None
+            a = object.__getattribute__(a, "real_obj") if type(a).__name__ == "FakeScriptObject" else a
         a = getattr(a, "value", a)
         if isinstance(a, str) and a:
             return a
