@@ -110,12 +110,25 @@ def test_a_lost_write_names_the_pass_that_removed_the_layers_cache_update() -> N
     culprits = name_culprits(report, [_edit(removed=removed)], {"a+b": ("a", "b")}, [])
     assert [c.line() for c in culprits] == [
         "DropsTheWrite (post_grad_custom_post_pass) removed node unified_kv_cache_update "
-        "(vllm.unified_kv_cache_update.default): lost write of a+b"
+        "(vllm.unified_kv_cache_update.default): lost_write of a+b"
     ]
     assert "caused by DropsTheWrite" in report.run_findings[0].message
-    # a pass that touched another layer's nodes is not blamed
-    report.run_findings = [WriteFinding(WriteProblem.LOST_WRITE, "c", "_C::x", "lost", region=0)]
+    # another region's finding is not blamed on it
+    report.run_findings = [WriteFinding(WriteProblem.LOST_WRITE, "c", "_C::x", "lost", region=1)]
     assert name_culprits(report, [_edit(removed=removed)], {"c": ("c",)}, []) == []
+
+
+def test_the_write_checks_opaque_op_hint_is_replaced_by_the_pass_that_changed_the_region() -> None:
+    report = CloneReport(num_regions=1)
+    report.errors = [
+        "write check, region 0 (forward (llama.py:406)) call 3: the eager run could not restore pool 'a' (dim 0 [1-2] "
+        "still differ after the rollback): an op wrote it where the check cannot see (an opaque op's kernel that "
+        "declares no write); register its write footprint, or Case(check_writes=False)"
+    ]
+    added = {"read_cache_default": NodeInfo("cc.read_cache.default", ("arg8_1",), None)}
+    name_culprits(report, [_edit(added=added)], {"a": ("a",)}, [])
+    [error] = report.errors
+    assert "declares no write" not in error and "DropsTheWrite (post_grad_custom_post_pass) added node" in error
 
 
 def test_a_buffer_computed_from_a_node_a_pass_added_names_the_pass() -> None:

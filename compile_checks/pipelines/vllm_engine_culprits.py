@@ -15,13 +15,14 @@ Each is named on the finding itself (the copy's explanation, the write finding's
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from compile_checks.check.findings import CloneReport, SurvivingClone
 from compile_checks.pipelines.vllm_engine_buffers import GeneratedBuffers
 from compile_checks.pipelines.vllm_engine_passes import PassEdit
-from compile_checks.vocab import Cause, WriteProblem
+from compile_checks.vocab import Cause
 
 PASS_FIX = "fix or remove {pass_} ({slot}): the gate passes without it"
 
@@ -69,17 +70,9 @@ def name_culprits(
     out: list[Culprit] = []
     findings = []
     for f in report.run_findings:
-        hit = None
-        if f.kind == WriteProblem.LOST_WRITE:
-            layers = set(layers_of.get(f.pool, (f.pool,)))
-            mine = [e for e in edits if f.region is None or e.region == f.region]
-            for kind in ("removed", "rewired"):
-                nodes = [n for e in mine for n, info in getattr(e, kind).items() if info.layer in layers]
-                hit = _pick(mine, nodes, (kind,))
-                if hit:
-                    break
+        hit = _run_culprit(edits, f.region, layers_of.get(f.pool, (f.pool,))) if f.fails else None
         if hit is not None:
-            c = _culprit(f"lost write of {f.pool}", hit)
+            c = _culprit(f"{f.kind} of {f.pool}", hit)
             out.append(c)
             f = dataclasses.replace(
                 f,
@@ -89,6 +82,7 @@ def name_culprits(
             )
         findings.append(f)
     report.run_findings = findings
+    report.errors = [_error(e, edits, layers_of) for e in report.errors]
     report.clones = [_clone(c, edits, out) for c in report.clones]
     report.other_clones = [_clone(c, edits, out) for c in report.other_clones]
     for g in generated:
@@ -98,6 +92,43 @@ def name_culprits(
             if hit is not None:
                 out.append(_culprit(f"generated-code buffer {b.describe()}", hit))
     return out
+
+
+def _run_culprit(edits: Sequence[PassEdit], region: int | None, layers: Iterable[str]) -> tuple[PassEdit, str] | None:
+    """The pass behind a write finding of a region: one that removed, else rewired, else added a node naming one of
+    the pool's layers; else the one pass that changed the region's graph, if only one did (the write check compares
+    the compiled call with the captured graph, which no post-grad pass touched)."""
+    mine = [e for e in edits if region is None or e.region == region]
+    wanted = set(layers)
+    for kind in ("removed", "rewired", "added"):
+        nodes = [n for e in mine for n, info in getattr(e, kind).items() if info.layer in wanted]
+        hit = _pick(mine, nodes, (kind,))
+        if hit is not None:
+            return hit
+    if len({e.pass_class for e in mine}) == 1:  # one pass changed the region: it is the only difference
+        for node in mine[0].touched:
+            return mine[0], node
+    return None
+
+
+# the write check's hint when its eager run cannot be undone: true of an op, not of a graph a pass changed
+_RESTORE = re.compile(r"region (\d+) .*could not restore pool '([^']+)'")
+_OPAQUE_HINT = "an op wrote it where the check cannot see"
+
+
+def _error(error: str, edits: Sequence[PassEdit], layers_of: Mapping[str, tuple[str, ...]]) -> str:
+    m = _RESTORE.search(error)
+    if m is None:
+        return error
+    hit = _run_culprit(edits, int(m.group(1)), layers_of.get(m.group(2), (m.group(2),)))
+    if hit is None:
+        return error
+    c = _culprit("", hit)
+    head = error.split(f": {_OPAQUE_HINT}", 1)[0]
+    return (
+        f"{head}: the compiled graph differs from the captured one the write check runs eagerly, "
+        f"{c.pass_class} ({c.slot}) {c.action} node {c.node} ({c.target})"
+    )
 
 
 def _clone(c: SurvivingClone, edits: Sequence[PassEdit], out: list[Culprit]) -> SurvivingClone:

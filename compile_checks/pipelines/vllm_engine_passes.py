@@ -53,16 +53,26 @@ class PassEdit:
 
 
 def snapshot(graph: torch.fx.Graph) -> dict[str, NodeInfo]:
-    return {n.name: _info(n) for n in graph.nodes}
+    """Every node's :class:`NodeInfo`. A node naming no layer takes its inputs' (a view or a clone of a layer's
+    cache); a graph input takes the layer its users name (the layer's cache, handed to the layer's ops)."""
+    layers: dict[torch.fx.Node, str | None] = {}
+    for n in graph.nodes:
+        own = _layer(n)
+        if own is None and n.op == "placeholder":
+            own = next((x for x in map(_layer, n.users) if x is not None), None)
+        if own is None:
+            own = next((layers[i] for i in n.all_input_nodes if layers.get(i) is not None), None)
+        layers[n] = own
+    return {n.name: _info(n, layers[n]) for n in graph.nodes}
 
 
-def _info(node: torch.fx.Node) -> NodeInfo:
+def _info(node: torch.fx.Node, layer: str | None) -> NodeInfo:
     target = getattr(node.target, "__name__", None) or str(node.target)
     if node.op == "call_function" and node.args and isinstance(node.args[0], torch._ops.OpOverload):
         target = f"{target}({node.args[0]})"  # auto_functionalized(<the op>)
     elif isinstance(node.target, torch._ops.OpOverload):
         target = str(node.target)
-    return NodeInfo(target, tuple(n.name for n in node.all_input_nodes), _layer(node))
+    return NodeInfo(target, tuple(n.name for n in node.all_input_nodes), layer)
 
 
 def _layer(node: torch.fx.Node) -> str | None:
