@@ -6,10 +6,13 @@ check session, generates from prompt token ids, and returns an :class:`EngineGat
 
 * the regions are the ones vLLM's model runner compiles, with vLLM's compilation config
   (:func:`~compile_checks.pipelines.vllm_engine_hooks.inductor_through`);
-* the pools are the engine's KV cache tensors, named per attention layer from its forward context
-  (:class:`~compile_checks.pipelines.vllm_engine_hooks.EngineCaches`), never passed by hand;
+* the pools are the engine's KV cache tensors, one per allocation, named by their attention layers from its
+  forward context (:class:`~compile_checks.pipelines.vllm_engine_hooks.EngineCaches`), never passed by hand;
 * the verdict is the check's (copies, bytes per call, by layer) and must agree with Inductor's
-  generated code for the run: pool-sized buffers it allocates, count and bytes, region by region.
+  generated code for the run: the buffers it fills from a pool, count and bytes, region by region
+  (:mod:`~compile_checks.pipelines.vllm_engine_buffers`);
+* vLLM's custom post-grad passes are watched, and the one behind a finding is named on it
+  (:mod:`~compile_checks.pipelines.vllm_engine_culprits`).
 
 Nothing is fetched: ``model_dir`` is a local folder (``save_pretrained``), the tokenizer is never
 loaded (``skip_tokenizer_init=True``), prompts are token ids. Call it under an
@@ -149,7 +152,10 @@ def gate_llm(
     """Serve ``model`` (a local folder) with ``vllm.LLM`` under the check and gate what its runner compiled.
 
     ``prompts`` are token ids; ``max_tokens`` per prompt. ``llm_kwargs`` go to ``vllm.LLM`` over
-    :data:`DEFAULT_LLM_KWARGS`. Raises VllmPipelineError where vLLM's CPU build is not installed.
+    :data:`DEFAULT_LLM_KWARGS`. Raises UsageError for a folder without ``config.json``, ``max_tokens`` below 1
+    or options that make vLLM compile nothing (``enforce_eager``, mode NONE), before the engine starts;
+    VllmPipelineError where vLLM's CPU build is not installed; EngineError (one line) where vLLM refuses
+    the options or crashes building the engine or generating.
     """
     say = log if log is not None else (lambda m: print(f"[vllm-engine] {m}", file=sys.stderr, flush=True))
     folder = Path(model)

@@ -6,9 +6,10 @@
   backend is ``torch._TorchCompileInductorWrapper``; while :func:`inductor_through` is active its
   call hands each dynamo graph to the check's backend with the options vLLM gave it, so the regions
   are vLLM's and so is the config.
-* **The KV cache, per layer, from the engine.** :class:`EngineCaches` reads each attention layer's
+* **The KV cache, per allocation, from the engine.** :class:`EngineCaches` reads each attention layer's
   ``kv_cache`` from vLLM's forward context (``no_compile_layers``: the model's
-  ``static_forward_context``) before every region call; and records, per layer, each time vLLM's
+  ``static_forward_context``) before every region call, layers sharing one allocation (vLLM's hybrid
+  KV cache manager) as one pool (:func:`shared_pools`); and records, per layer, each time vLLM's
   cache ops (``unified_kv_cache_update`` / ``unified_attention_with_output``, through
   ``get_attention_context``) reach that layer's cache by its name while the engine runs.
 * **The warm-up after the cache exists.** vLLM's CPU worker compiles in its warm-up, *before* the KV
