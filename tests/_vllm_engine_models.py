@@ -13,7 +13,7 @@ a whole-layer copy on every call, which the gate must fail.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -91,29 +91,42 @@ def _(
     return None
 
 
-def _forward_with_cache_in_graph(
-    self: Any,
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    output_shape: torch.Size | None = None,
-    output_dtype: torch.dtype | None = None,
-) -> torch.Tensor:
-    from vllm.utils.torch_utils import _encode_layer_name
+def forward_writing(write: Callable[[Any, torch.Tensor, torch.Tensor], None]) -> Callable[..., torch.Tensor]:
+    """vLLM's ``Attention.forward`` with its cache write replaced by ``write(layer, key, value)`` (in the graph),
+    then vLLM's own attention op."""
 
-    num_tokens = query.shape[0]
-    output = torch.empty((num_tokens, self.num_heads * self.head_size_v), dtype=query.dtype, device=query.device)
-    hidden = output.shape[-1]
-    query = query.view(-1, self.num_heads, self.head_size)
-    output = output.view(-1, self.num_heads, self.head_size_v)
-    key = key.view(-1, self.num_kv_heads, self.head_size)
-    value = value.view(-1, self.num_kv_heads, self.head_size_v)
+    def forward(
+        self: Any,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        output_shape: torch.Size | None = None,
+        output_dtype: torch.dtype | None = None,
+    ) -> torch.Tensor:
+        from vllm.utils.torch_utils import _encode_layer_name
+
+        num_tokens = query.shape[0]
+        output = torch.empty((num_tokens, self.num_heads * self.head_size_v), dtype=query.dtype, device=query.device)
+        hidden = output.shape[-1]
+        query = query.view(-1, self.num_heads, self.head_size)
+        output = output.view(-1, self.num_heads, self.head_size_v)
+        key = key.view(-1, self.num_kv_heads, self.head_size)
+        value = value.view(-1, self.num_kv_heads, self.head_size_v)
+        write(self, key, value)
+        torch.ops.vllm.unified_attention_with_output(query, key, value, output, _encode_layer_name(self.layer_name))
+        return output.view(-1, hidden)
+
+    return forward
+
+
+def _write_through_two_views(self: Any, key: torch.Tensor, value: torch.Tensor) -> None:
     cache = self.kv_cache  # the layer's cache, a graph input
     blocks, heads, block, _ = cache.shape
     key_cache, value_cache = cache.view(blocks, heads, block * 2, -1).chunk(2, dim=2)
     torch.ops.cc_engine_test.reshape_and_cache(key, value, key_cache, value_cache, self.layer_name)
-    torch.ops.vllm.unified_attention_with_output(query, key, value, output, _encode_layer_name(self.layer_name))
-    return output.view(-1, hidden)
+
+
+_forward_with_cache_in_graph = forward_writing(_write_through_two_views)
 
 
 @contextlib.contextmanager

@@ -21,6 +21,7 @@ from unittest import mock
 
 import torch
 import torch.fx
+from _vllm_engine_models import forward_writing
 from torch.fx.node import has_side_effect
 from vllm.compilation.passes.inductor_pass import InductorPass
 
@@ -65,26 +66,11 @@ def _(x: torch.Tensor) -> None:
 has_side_effect(torch.ops.cc_engine_test.read_cache.default)  # kept by DCE and by Inductor's scheduler
 
 
-def _forward_whole_cache_in_graph(
-    self: Any,
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    output_shape: torch.Size | None = None,
-    output_dtype: torch.dtype | None = None,
-) -> torch.Tensor:
-    from vllm.utils.torch_utils import _encode_layer_name
-
-    num_tokens = query.shape[0]
-    output = torch.empty((num_tokens, self.num_heads * self.head_size_v), dtype=query.dtype, device=query.device)
-    hidden = output.shape[-1]
-    query = query.view(-1, self.num_heads, self.head_size)
-    output = output.view(-1, self.num_heads, self.head_size_v)
-    key = key.view(-1, self.num_kv_heads, self.head_size)
-    value = value.view(-1, self.num_kv_heads, self.head_size_v)
+def _write_whole_cache(self: Any, key: torch.Tensor, value: torch.Tensor) -> None:
     torch.ops.cc_engine_test.write_cache(key, value, self.kv_cache, self.layer_name)
-    torch.ops.vllm.unified_attention_with_output(query, key, value, output, _encode_layer_name(self.layer_name))
-    return output.view(-1, hidden)
+
+
+_forward_whole_cache_in_graph = forward_writing(_write_whole_cache)
 
 
 @contextlib.contextmanager
