@@ -46,7 +46,7 @@ def write_model(folder: Path, arch: str, layers: int = 2) -> Path:
         config = transformers.Qwen2Config(num_key_value_heads=1, tie_word_embeddings=True, **common)
         model = transformers.Qwen2ForCausalLM(config)
     elif arch == "phi3":
-        config = transformers.Phi3Config(num_key_value_heads=2, **common)
+        config = transformers.Phi3Config(num_key_value_heads=2, pad_token_id=0, **common)
         model = transformers.Phi3ForCausalLM(config)
     elif arch == "gemma2":  # layer types alternate sliding / full; logit soft-capping
         config = transformers.Gemma2Config(num_key_value_heads=2, sliding_window=16, **common)
