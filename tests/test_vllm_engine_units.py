@@ -136,7 +136,15 @@ def test_a_buffer_computed_from_a_node_a_pass_added_names_the_pass() -> None:
     generated = [GeneratedBuffers(0, 0, 0, 1, buffer.nbytes, (buffer,))]
     added = {"clone": NodeInfo("aten.clone.default", ("slice_1",), None)}
     [culprit] = name_culprits(CloneReport(num_regions=1), [_edit(added=added)], {}, generated)
-    assert culprit.action == "added" and culprit.node == "clone" and "buf1" in culprit.finding
+    assert culprit.action == "added" and culprit.node == "clone" and culprit.buffer == "buf1"
+    # the cross-check's disagreement as a Finding, the pass its culprit
+    from compile_checks.pipelines.vllm_engine import EngineGate
+    from compile_checks.vocab import FindingKind
+
+    gate = EngineGate(CloneReport(num_regions=1), [], generated, [[1]], culprits=[culprit])
+    [finding] = gate.cross_check_findings()
+    assert finding.kind == FindingKind.GENERATED_CODE_DISAGREES and finding.culprit == "DropsTheWrite"
+    assert finding.bytes_per_call == buffer.nbytes and finding.details["buffers"][0]["name"] == "buf1"
 
 
 def test_the_cli_json_carries_culprits_and_named_buffers(model_dir: Path) -> None:

@@ -22,6 +22,7 @@ loaded (``skip_tokenizer_init=True``), prompts are token ids. Call it under an
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import os
 import sys
@@ -33,12 +34,14 @@ from typing import Any
 from compile_checks.api import CloneCheck, format_report
 from compile_checks.check.findings import CloneReport
 from compile_checks.errors import CompileChecksError, UsageError
+from compile_checks.findings.record import Finding
 from compile_checks.pipelines.vllm_engine_buffers import GeneratedBuffers, cross_check
 from compile_checks.pipelines.vllm_engine_culprits import Culprit, name_culprits
 from compile_checks.pipelines.vllm_engine_hooks import EngineCaches, inductor_through, warm_up_after_cache
 from compile_checks.pipelines.vllm_engine_options import EngineError, one_line, refuse_uncompiled
 from compile_checks.pipelines.vllm_engine_passes import PassWatch
 from compile_checks.pipelines.vllm_env import VllmPipelineError, vllm_env, vllm_module
+from compile_checks.vocab import FinderSource, FindingKind
 
 # the KV cache the engine gets unless told otherwise: small (vLLM's CPU default is 4 GiB, or sized from memory)
 DEFAULT_KV_CACHE_BYTES = 4 << 20
@@ -98,6 +101,28 @@ class EngineGate:
         elif not self.layers:
             out.append("the engine allocated no KV cache: nothing to gate (a model without attention layers?)")
         out += [g.disagreement() for g in self.generated if not g.agrees]
+        return out
+
+    def cross_check_findings(self) -> list[Finding]:
+        """Each region whose generated code disagrees with the check, as a :class:`Finding` (its buffers named
+        in ``details``, the pass that made one of them as ``culprit``)."""
+        out = []
+        for g in self.generated:
+            if g.agrees:
+                continue
+            names = {b.name for b in g.buffers}
+            culprit = next((c for c in self.culprits if c.buffer in names), None)
+            out.append(
+                Finding(
+                    FindingKind.GENERATED_CODE_DISAGREES,
+                    g.disagreement(),
+                    source=FinderSource.GRAPH,
+                    bytes_per_call=(g.code_bytes or 0) - g.check_bytes,
+                    region=g.region,
+                    culprit=culprit.pass_class if culprit else None,
+                    details={"buffers": [dataclasses.asdict(b) for b in g.buffers]},
+                )
+            )
         return out
 
     @property

@@ -37,6 +37,7 @@ class Culprit:
     action: str  # what the pass did to the node: removed / added / rewired
     node: str
     target: str
+    buffer: str | None = None  # the generated code's buffer it concerns, if a buffer
 
     def line(self) -> str:
         return f"{self.pass_class} ({self.slot}) {self.action} node {self.node} ({self.target}): {self.finding}"
@@ -90,7 +91,7 @@ def name_culprits(
         for b in g.buffers:
             hit = _pick(mine, b.origins, ("added", "rewired"))
             if hit is not None:
-                out.append(_culprit(f"generated-code buffer {b.describe()}", hit))
+                out.append(dataclasses.replace(_culprit(f"generated-code buffer {b.describe()}", hit), buffer=b.name))
     return out
 
 
