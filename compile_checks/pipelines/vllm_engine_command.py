@@ -105,6 +105,7 @@ def run_engine(args: argparse.Namespace) -> int:
             "token_ids": gate.token_ids,
             "notes": gate.notes,
             "culprits": [asdict(c) for c in gate.culprits],
+            "cross_check_findings": [f.to_dict() for f in gate.cross_check_findings()],
             "report": gate.report.to_dict(),
         }
         try:
