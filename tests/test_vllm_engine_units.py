@@ -3,6 +3,7 @@ caches shared by layers named as one pool, buffers the generated code fills from
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -188,3 +189,39 @@ def test_a_failing_gate_never_ends_with_no_surviving_pool_clones() -> None:
     text = gate.format()
     assert not gate.passed and "no surviving pool clones" not in text, text
     assert text.splitlines()[-1].startswith("FAIL: 1 problem(s) above"), text
+
+
+def test_a_copy_a_pass_added_is_explained_by_that_pass_not_by_a_missing_reinplace_decision() -> None:
+    from compile_checks.check.findings import SurvivingClone
+    from compile_checks.explain.explanations import Conflict, Explanation
+    from compile_checks.vocab import Cause
+
+    unexplained = Explanation(Cause.OTHER, "no reinplace decision was recorded for `kv_cache`; Inductor: Reinplace ...")
+    copy = SurvivingClone("cc::write", "kv_cache", 2097152, (16, 2, 128, 128), torch.float32, pool="l1", node="clone_1")
+    raw = Explanation(
+        Cause.READ_AFTER_WRITE,
+        "the old value is read after the write; the read follows the write in the program itself",
+        conflicting=[Conflict("read_1", "cc::read")],
+    )
+    own = dataclasses.replace(raw, conflicting=[Conflict("index_9", "aten::index")])
+    read = SurvivingClone("cc::write", "kv_cache", 2097152, (16, 2, 128, 128), torch.float32, pool="l2", node="clone_2")
+    report = CloneReport(num_regions=1)
+    report.clones = [
+        dataclasses.replace(copy, explanation=unexplained),
+        dataclasses.replace(read, explanation=raw),
+        # its reader is the program's own: unchanged
+        dataclasses.replace(read, pool="l3", node="clone_3", explanation=own),
+    ]
+    edits = [
+        PassEdit(
+            0, "post_grad_custom_post_pass", "Redirect", added={"clone_1": NodeInfo("aten.clone.default", (), "l1")}
+        ),
+        PassEdit(0, "post_grad_custom_post_pass", "Reads", added={"read_1": NodeInfo("cc.read.default", (), "l2")}),
+    ]
+    culprits = name_culprits(report, edits, {}, [])
+    assert [(c.pass_class, c.node) for c in culprits] == [("Redirect", "clone_1"), ("Reads", "read_1")]
+    first, second, third = (c.explanation for c in report.clones)
+    assert first.culprit_pass == "Redirect" and "was recorded" not in first.reason
+    assert "culprit pass: Redirect (the pass added node clone_1 in this region's graph)" in first.lines()
+    assert second.culprit_pass == "Reads" and "program itself" not in second.reason and "Reads" in second.reason
+    assert third == own

@@ -159,7 +159,10 @@ def _clone(c: SurvivingClone, edits: Sequence[PassEdit], out: list[Culprit]) -> 
         reason = f"{e.reason}; {who} rewired the write (node {culprit.node}, {culprit.target})"
         cause = e.cause
     fix = PASS_FIX.format(pass_=culprit.pass_class, slot=culprit.slot)
-    explanation = dataclasses.replace(e, cause=cause, reason=reason, culprit_pass=culprit.pass_class, fix=fix)
+    evidence = f"the pass {culprit.action} node {culprit.node} in this region's graph"
+    explanation = dataclasses.replace(
+        e, cause=cause, reason=reason, culprit_pass=culprit.pass_class, culprit_evidence=evidence, fix=fix
+    )
     return dataclasses.replace(c, explanation=explanation)
 
 
