@@ -265,7 +265,10 @@ def find_aten_write_copies(graph: torch.fx.Graph, written_back_clones: Collectio
     nodes already reported) back into the input is their write-back, not a copy of its own.
     A view scatter that writes back the result of a functional write into a view of the same input
     (``kv[:, 0][blocks, offs] = x``: ``select_scatter(kv, index_put(select(kv)))``) is that write's
-    buffer, the size of the view: one site, the inner write's (:func:`_inner_write`).
+    buffer, the size of the view: one site, the inner write's (:func:`_inner_write`). When that scatter may be
+    realized as well (written back through a dtype view or a reshape, or read besides:
+    ``raw.view(torch.float32)[slots, :4] = x`` copies the whole ``raw`` into a buffer of its own), it is a
+    site too, Inductor's choice, settled from the generated code.
     """
     inputs = placeholder_indices(graph)
     found: dict[torch.fx.Node, CloneSite] = {}
@@ -285,9 +288,8 @@ def find_aten_write_copies(graph: torch.fx.Graph, written_back_clones: Collectio
                     site = _write_site(inner, placeholder, inputs[placeholder], (scattered,) if scattered else ())
                     if site is not None:
                         found[inner] = site
-                continue
             if not allocates_buffer(write):
-                continue
+                continue  # an inner write's scatter fused into the write-back: that write's buffer is the only one
             written = (dst_geo,) if dst_geo is not None and write is chain[0] else ()
             site = _write_site(write, placeholder, inputs[placeholder], written)
             prior = found.get(write)
