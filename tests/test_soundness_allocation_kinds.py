@@ -160,7 +160,7 @@ def copies(name: str, config: dict[str, bool], full: bool, ignore: bool = False)
     with check:
         check.compile(PROGRAMS[name])(pool, IDX)
     report = check.report
-    assert report is not None and report.errors == [] and not report.undecided, (report and report.notes)
+    assert report is not None and report.errors == [] and not report.undecided, report and report.notes
     assert torch.equal(pool, _expected(name))
     return [] if ignore else sorted(c.nbytes for c in [*report.clones, *report.other_clones])
 

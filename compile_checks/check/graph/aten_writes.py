@@ -112,7 +112,9 @@ def _scatters_back_clones(chain: list[torch.fx.Node], clones: Collection[str]) -
     no buffer for it, so reporting it too would count one copy twice. Not so when Inductor calls ATen's
     kernels (:func:`lowered_by_aten`): each scatter is then a pool-sized buffer of its own.
     """
-    return not lowered_by_aten() and all(is_view_scatter(w) and view_chain_root(w.args[1])[0].name in clones for w in chain)  # type: ignore[arg-type]
+    if lowered_by_aten():
+        return False
+    return all(is_view_scatter(w) and view_chain_root(w.args[1])[0].name in clones for w in chain)  # type: ignore[arg-type]
 
 
 def lowered_by_aten() -> bool:
