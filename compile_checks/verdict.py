@@ -168,7 +168,7 @@ def render_copy(d: Mapping[str, Any]) -> str:
     if "node" in d and where != f"region {d['region']} node {d['node']}":  # a dump file: name the node too
         where = f"region {d['region']} node {d['node']}, {where}"
     rank = f"rank {d['rank']}: " if d.get("rank") is not None else ""  # a ranked case's copy (compile_checks.ranks)
-    bound = " (an upper bound: Inductor may give it no buffer; --full settles it)" if d.get("upper_bound") else ""
+    bound = " (undecided: no generated code said whether Inductor gives it a buffer)" if d.get("upper_bound") else ""
     text = (
         f"{rank}{d['op']} argument {d['arg']!r} ({pool}): {what} of {d['nbytes']} bytes{shape}{back}{bound} at {where}"
     )
