@@ -21,6 +21,7 @@ import torch
 from compile_checks.check.attribution import build_report
 from compile_checks.check.backend import Probe, instrumented_inductor
 from compile_checks.check.findings import CloneReport
+from compile_checks.check.frozen_pools import FrozenPoolLog, frozen_pool_names, watching_frozen_pools
 from compile_checks.check.recompile_limit import (
     LimitLog,
     limit_findings,
@@ -30,7 +31,7 @@ from compile_checks.check.recompile_limit import (
 )
 from compile_checks.check.recompiles import RecompileLog, recompile_table, recording_reasons
 from compile_checks.check.trace_artifacts import log_findings
-from compile_checks.check.writes.calls import CallWriteCheck
+from compile_checks.check.writes.calls import SCAN_CALLS, CallWriteCheck
 from compile_checks.check.writes.regions import RegionWriteWatch
 from compile_checks.errors import CompileChecksError, UsageError
 from compile_checks.explain.culprit_pass import PostGradRecorder
@@ -105,9 +106,13 @@ class CloneCheck:
         # writes an opaque op makes without declaring them, and recompiles (compile_checks.check.writes/recompiles)
         if self.no_values is None:
             self.probe.write_watch = RegionWriteWatch(self.pools, self.probe.received_pools)
-            # check_writes: each compiled call against its own captured graph run eagerly (lost writes)
+            # check_writes: each compiled call against its own captured graph run eagerly (lost writes); the full
+            # mode (generated code, the correctness mode) scans every call for writes eager did not make
             if check_writes:
-                self.probe.call_writes = CallWriteCheck(lambda: self.probe.pool_tensors, self._region_label)
+                scan_calls = SCAN_CALLS if analysis_only else None
+                self.probe.call_writes = CallWriteCheck(
+                    lambda: self.probe.pool_tensors, self._region_label, scan_calls=scan_calls
+                )
         self.recompile_log = RecompileLog()
         self.limit_log = (
             LimitLog()
@@ -118,6 +123,8 @@ class CloneCheck:
             if explain
             else None
         )
+        # pools freezing=True made constants of a region (compile_checks.check.frozen_pools)
+        self.frozen_log = FrozenPoolLog()
         self.report: CloneReport | None = None
         self.depyf: DepyfDump | None = None  # the guarded depyf session while dumping (its failures)
         self._stack: contextlib.ExitStack | None = None
@@ -127,6 +134,13 @@ class CloneCheck:
         region = self.probe.regions[index] if index < len(self.probe.regions) else None
         code = region.code if region is not None else ""
         return f"region {index} ({code})" if code else f"region {index}"
+
+    def _pools_touched(self, t: torch.Tensor) -> list[str]:
+        return self.probe.pools.touched(t) if self.probe.pools else []
+
+    def _compiling_region(self) -> int | None:
+        """The region compiling now (the backend appends it before Inductor runs)."""
+        return len(self.probe.regions) - 1 if self.probe.regions else None
 
     @property
     def backend(self) -> Callable[..., Any]:
@@ -166,6 +180,7 @@ class CloneCheck:
             stack.enter_context(instrumented_inductor(self.probe, self.functionalization, self.inductor_config))
             stack.enter_context(recording_reasons(self.recompile_log))
             stack.enter_context(watching_recompile_limit(self.limit_log))
+            stack.enter_context(watching_frozen_pools(self.frozen_log, self._pools_touched, self._compiling_region))
             if self.explain_recorder is not None:
                 stack.enter_context(self.explain_recorder.active())
             if self.dump_dir is not None:
@@ -192,6 +207,7 @@ class CloneCheck:
             except PoolNamingError as e:
                 unread = f"the pools could not be re-read after the last call ({e}): a replacement by it is not seen"
         self.pools = self.probe.pool_tensors or None  # the last ones read (a pools callable follows rebuilds)
+        self.probe.received_pools |= frozen_pool_names(self.frozen_log)  # reached, as constants: pool_folded says so
         report = build_report(self.probe, self.pools, self.dump_dir, allow_unanalysed=self.allow_unanalysed)
         report.notes += [unread] if unread else []
         report.recompiles = recompile_table(self.probe.regions, self.recompile_log)
@@ -205,6 +221,7 @@ class CloneCheck:
             report.notes.append(self.no_values.note())
         raised = raised_by_limit(exc)
         report.run_findings += limit_findings(self.limit_log, raised=raised)
+        report.run_findings += self.frozen_log.findings(self._region_label)
         report.notes += self.limit_log.notes
         report.notes += self.probe.restarts + self.probe.compile_failures  # compile_checks.check.backend
         report = explain_report(report, self.probe, self)

@@ -139,9 +139,15 @@ def bytes_per_call(copies: Sequence[Mapping[str, Any]]) -> str:
     return ", ".join(f"region {r}: {b}" for r, b in per_region.items()) + " B/call"
 
 
+def copy_label(d: Mapping[str, Any]) -> str:
+    """What a copy is of: its pool, else the caller's tensor (``kv_cache['full_cache']``, ``input 3``); never the
+    argument name of the op it feeds (an ATen write's ``self``)."""
+    return str(d.get("pool") or d.get("input") or "an unnamed input")
+
+
 def copy_names(copies: Sequence[Mapping[str, Any]], most: int = 3) -> str:
-    """The copied pools by name (the ATen argument where no pool is known), at most ``most`` of them."""
-    names = sorted({str(c["pool"] if c.get("pool") is not None else c["arg"]) for c in copies})
+    """The copied pools by name (the caller's tensor where no pool is known), at most ``most`` of them."""
+    names = sorted({copy_label(c) for c in copies})
     return ",".join(names) if len(names) <= most else ",".join(names[: most - 1]) + f",+{len(names) - most + 1} more"
 
 
@@ -154,7 +160,7 @@ _COPY_WHAT: dict[str, str] = {
 
 def render_copy(d: Mapping[str, Any]) -> str:
     """One line: op, argument, pool, bytes (and copied back), where, and why when explained."""
-    pool = d["pool"] if d["pool"] is not None else "<unnamed input>"
+    pool = f"pool {d['pool']}" if d["pool"] is not None else f"no pool named: {copy_label(d)}"
     what = _COPY_WHAT.get(str(d.get("kind")), "clone")
     back = f", {d['written_bytes']} bytes copied back" if d.get("written_bytes") else ""
     shape = f" {d['shape']} {d['dtype']}" if "shape" in d else ""
@@ -162,10 +168,9 @@ def render_copy(d: Mapping[str, Any]) -> str:
     if "node" in d and where != f"region {d['region']} node {d['node']}":  # a dump file: name the node too
         where = f"region {d['region']} node {d['node']}, {where}"
     rank = f"rank {d['rank']}: " if d.get("rank") is not None else ""  # a ranked case's copy (compile_checks.ranks)
-    bound = " (an upper bound: Inductor may give it no buffer; --full settles it)" if d.get("upper_bound") else ""
+    bound = " (undecided: no generated code said whether Inductor gives it a buffer)" if d.get("upper_bound") else ""
     text = (
-        f"{rank}{d['op']} argument {d['arg']!r} (pool {pool}): {what} of {d['nbytes']} bytes{shape}{back}{bound} "
-        f"at {where}"
+        f"{rank}{d['op']} argument {d['arg']!r} ({pool}): {what} of {d['nbytes']} bytes{shape}{back}{bound} at {where}"
     )
     return text + (f" -- {d['explanation']}" if d.get("explanation") else "")
 

@@ -90,6 +90,7 @@ def _trace(
         _record({"inductor_output_code": {"filename": "c.py"}, **IDS}, CALL + harness),
     ]
     records += [_record({"artifact": {"name": name, "encoding": "json"}, **IDS}, "{}") for name in served]
+    records.append(_record({"compilation_metrics": {"compile_id": "0/0", "fail_type": None}, **IDS}))
     d = tmp_path / "trace"
     d.mkdir()
     (d / "dedicated_log_torch_trace_x.log").write_text("\n".join(records) + "\n")

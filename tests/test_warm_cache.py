@@ -72,7 +72,7 @@ def warm_fused(folder: Path, name: str = "fused") -> None:
     try:
         # under no_grad, as an engine serves (and as a Case runs its step): the grad mode is in the cache key
         with _cache_dir(folder), inductor_config.patch(force_disable_caches=False), torch.no_grad():
-            compiled = torch.compile(case.fn, fullgraph=True)
+            compiled = torch.compile(case.fn, fullgraph=True, dynamic=case.dynamic)
             case.driver(compiled) if case.driver is not None else compiled(*case.args)
     finally:
         torch._dynamo.reset()
@@ -206,3 +206,28 @@ def test_own_recompiled_symbolic_artifact_is_no_divergence(tmp_path: Path, capsy
     }
     lacking = divergence(cold, only_static, str(folder))
     assert lacking is not None and f"lacks {sum(evaluated)} bytes per call" in lacking
+
+
+def test_own_window_artifact_is_no_divergence(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The window pattern (read the window, slice-write the chunk, use the old window; static sizes, 3 chunks)
+    run against a cache its own production run warmed: every graph is served, its code has no cache-sized
+    buffer, and a cold copy it lacks that analysis-only could not settle (an upper bound: Inductor's buffer
+    choice, which that code settles) is no ``cache_divergence``: the outcome is the cold one. The negative
+    control: the same served record against a certain cold copy of those 768 bytes is a divergence."""
+    from compile_checks.gate.warm_cache import divergence
+
+    folder = tmp_path / "inductor-cache-window"
+    warm_fused(folder, "window")
+    code, rows = gate(capsys, "--inductor-cache", str(folder), cases=("window",))
+    cold_code, cold_rows = gate(capsys, cases=("window",))
+    row, record = rows["window"], rows["window"]["report"]["inductor_cache"]
+    assert len(record["graphs"]) == 3 and not record["missed"], record  # one graph per chunk, each served
+    assert all(g["copies"] == [] for g in record["graphs"]), record
+    assert not [e for e in row["check_errors"] if e.startswith("cache_divergence")], row["check_errors"]
+    assert (code, row["passed"], _cold(row)) == (cold_code, cold_rows["window"]["passed"], _cold(cold_rows["window"]))
+    assert all(c["upper_bound"] for c in [*row["clones"], *row["other_clones"]]), row["clones"]
+    cache_bytes = 1 * 12 * 2 * 8 * 4  # the [1, 12, 2, 8] float32 cache
+    copy = {"op": "aten::slice_scatter", "arg": "self", "input": "arg0_1", "nbytes": cache_bytes}
+    assert divergence([{**copy, "upper_bound": True}], record, str(folder)) is None
+    lacking = divergence([{**copy, "upper_bound": False}], record, str(folder))
+    assert lacking is not None and f"lacks {cache_bytes} bytes per call" in lacking

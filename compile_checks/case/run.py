@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from compile_checks import verdict
 from compile_checks.case.definition import Case
 from compile_checks.case.run_findings import checks_writes, run_findings
-from compile_checks.case.without_values import without_values
+from compile_checks.case.without_values import values_needed, without_values
 from compile_checks.findings import Verdict, verdict_of
 from compile_checks.pipelines import compile_for_pipeline, resolve
 from compile_checks.vocab import EagerCompared
@@ -182,7 +182,7 @@ def run_case(
     check = check_session(case, analysis_only=analysis_only, dump_dir=dump_dir, values=values)
     if case.reset is not None:
         case.reset()
-    with check:
+    with values_needed(values), check:
         compiled = compile_for_pipeline(
             check,
             case.fn,

@@ -50,8 +50,10 @@ class SurvivingClone:
         calls: how many calls of its region ran this copy with this pool and these bytes (a graph called
             once per layer lists one entry per layer, each with its own calls); None: every call of the
             region (a finding built by hand).
-        upper_bound: whether the buffer is Inductor's lowering choice the check could not settle (counted,
-            an upper bound; a full compile's generated code settles it).
+        upper_bound: whether the buffer is Inductor's lowering choice that no generated code settled: such an
+            entry is listed in ``CloneReport.undecided``, never counted as a copy (nor as none).
+        input: the caller's tensor it copies, as the caller wrote it (dynamo's source: ``kv_cache['full_cache']``),
+            else ``input N`` (the region's N-th input): what names it where no pool does.
     """
 
     op: str
@@ -70,6 +72,7 @@ class SurvivingClone:
     explanation: Any = None  # compile_checks.explain.explanations.Explanation (why it survived, the fix)
     calls: int | None = None
     upper_bound: bool = False
+    input: str | None = None
 
     @property
     def traffic_bytes(self) -> int:
@@ -106,6 +109,7 @@ class SurvivingClone:
             "node": self.node,
             "calls": self.calls,
             "upper_bound": self.upper_bound,
+            "input": self.input,
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -161,6 +165,9 @@ class CloneReport:
     region_files: dict[int, dict[str, str | None]] = field(default_factory=dict)
     # functionalization clones of caller tensors that match none of the named pools
     other_clones: list[SurvivingClone] = field(default_factory=list)
+    # copies whose buffer is Inductor's lowering choice that no generated code settled (``upper_bound``): neither
+    # a copy nor none, each with a note saying why; never in ``clones``
+    undecided: list[SurvivingClone] = field(default_factory=list)
     # analysis caveats (e.g. the reinplace decision and the final graph disagree)
     notes: list[str] = field(default_factory=list)
     # regions / ops the check could not analyse, each with its reason; they fail the check
@@ -254,6 +261,7 @@ class CloneReport:
             "clone_bytes_per_run": self.clone_bytes_per_run,
             "clones": [c.to_dict() for c in self.clones],
             "other_clones": [c.to_dict() for c in self.other_clones],
+            "undecided": [c.to_dict() for c in self.undecided],
             "mutated_args": [asdict(m) for m in self.mutated_args],
             "num_regions": self.num_regions,
             "region_calls": {str(k): v for k, v in self.region_calls.items()},

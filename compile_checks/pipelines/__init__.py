@@ -67,18 +67,11 @@ EngineCompile = Callable[[Callable[..., Any]], "Callable[..., Any] | Sequence[Ca
 
 
 def probe_cpu_isa() -> None:
-    """Run Inductor's CPU vector-ISA probe now, outside the compile's fresh cache folder.
+    """Inductor's CPU vector-ISA probe, run outside any compile's fresh cache folder
+    (:func:`compile_checks.check.settle.probe_cpu_isa` says why). Lazy: this module stays torch-free."""
+    from compile_checks.check.settle import probe_cpu_isa as probe
 
-    Why: the checks compile with ``force_disable_caches`` (caches of *graphs* lie), under which
-    Inductor gives each compile a fresh temporary cache folder; the first C++ codegen in a process
-    then re-builds and runs its ISA probe programs there (four g++ builds: ~8 s of a first full
-    compile's ~10 s on the 2-core box, ~0.1 s with the probe done here). The probe says what the
-    CPU and compiler can build; it does not depend on any graph, so its results kept in Inductor's
-    default cache folder are safe to reuse. Done once per process (Inductor caches it).
-    """
-    from torch._inductor import cpu_vec_isa
-
-    cpu_vec_isa.valid_vec_isa_list()
+    probe()
 
 
 def compile_for_pipeline(

@@ -13,7 +13,7 @@ from typing import Any
 from compile_checks.findings import Evidence, Verdict, verdict_of
 from compile_checks.ranks.launcher import RankRun
 from compile_checks.ranks.spec import RankedCase
-from compile_checks.verdict import failure_reasons
+from compile_checks.verdict import copy_names, failure_reasons
 
 
 def rank_error(run: RankRun) -> str | None:
@@ -42,8 +42,7 @@ def copies_summary(result: dict[str, Any]) -> str:
     copies = [*result["clones"], *result["other_clones"]]
     if not copies:
         return "clean"
-    args = ",".join(sorted({c["arg"] for c in copies}))
-    return f"{len(copies)} clone(s) {args} {sum(c['nbytes'] for c in copies)} B/call"
+    return f"{len(copies)} clone(s) {copy_names(copies)} {sum(c['nbytes'] for c in copies)} B/call"
 
 
 def _signature(result: dict[str, Any]) -> list[tuple[Any, ...]]:

@@ -4,8 +4,9 @@ One :class:`~compile_checks.gate.outcome.Outcome` per graph (label ``rank0 [0/0]
 ``pipeline`` ``"trace"``: how the graph was compiled is not the scan's to know), and one per pool
 that ``[tool.compile_checks.scan] pools`` judges; the gate's JSON document, JUnit writer and exit
 codes (:func:`compile_checks.gate.commands.exit_code`) as they are. Exit 2: a PATH that is not
-compile artifacts, a truncated trace, or a ``--pools`` entry that matched no input of any graph;
-exit 4: a compile that logged no post-grad graph.
+compile artifacts, a truncated trace (a payload cut short, a compile without its closing
+``compilation_metrics``), or a ``--pools`` entry that matched no input of any graph; exit 4: a compile
+that failed (``fail_type`` in its metrics) or logged no post-grad graph.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from compile_checks.scan.config import ScanConfig, load_scan_config
 from compile_checks.scan.copies import GraphScan, scan_graph
 from compile_checks.scan.folders import read_path
 from compile_checks.scan.inputs import PoolMap, check_pools_match
-from compile_checks.verdict import render_copy
+from compile_checks.verdict import copy_names, render_copy
 from compile_checks.vocab import ErrorKind, ExitCode
 
 TRACE = "trace"  # the Outcome's pipeline column: the scan reads what any pipeline logged
@@ -122,8 +123,7 @@ def _verdict(o: Outcome) -> str:
         return cell
     if o.clean:
         return "clean"
-    args = ",".join(sorted({c["arg"] for c in o.clones}))
-    return escape(f"{len(o.clones)} copy(ies) {args} {_bytes(o.clones)} B/call")
+    return escape(f"{len(o.clones)} copy(ies) {copy_names(o.clones)} {_bytes(o.clones)} B/call")
 
 
 def print_scan(outcomes: Sequence[Outcome], code: int, seconds: float, notes: Sequence[str]) -> None:
