@@ -309,3 +309,29 @@ def test_a_failing_run_finding_is_a_failed_row_naming_it() -> None:
     # a finding that does not fail (an attributed side-effect write) leaves the row clean
     report.run_findings = [WriteFinding(WriteProblem.SIDE_EFFECT_WRITE, "layer0.k", "v::w", "attributed", fails=False)]
     assert traffic_row(FakeResult(FakeScenario(name="split", expect_clean=True), report)).status == "clean"
+
+
+def test_a_failing_finding_of_any_finder_fails_the_row_as_the_gate_does() -> None:
+    """The report reads the gate's verdict (``CloneReport.verdict``), not ``run_findings`` alone: a failing
+    finding a registered finder makes from another record (here a planted finder's ``pool_folded``) fails
+    the row naming its kind, as the gate's table does; before, it fell among what the check could not decide
+    (``ERROR``). Negative control: without the record the row is clean."""
+    from compile_checks.findings import Evidence, Finding, collect_findings, register_finder, registry
+    from compile_checks.vocab import FinderSource, FindingKind
+
+    collect_findings(Evidence())  # the built-in finders first
+
+    @register_finder("test_only_folded", FinderSource.GRAPH)
+    def _folded(e: Evidence) -> list[Finding]:
+        folded = "layer0.k" in (e.report.get("notes") or [])
+        return [Finding(FindingKind.POOL_FOLDED, "pool 'layer0.k' folded", pool="layer0.k")] if folded else []
+
+    try:
+        report = _report([])
+        clean = traffic_row(FakeResult(FakeScenario(name="split", expect_clean=True), report))
+        assert clean.status == "clean"
+        report.notes = ["layer0.k"]
+        row = traffic_row(FakeResult(FakeScenario(name="split", expect_clean=True), report))
+        assert row.status == "FAILED" and "pool_folded on pool layer0.k" in row.verdict, row.verdict
+    finally:
+        del registry._FINDERS["test_only_folded"]

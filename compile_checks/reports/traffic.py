@@ -31,6 +31,7 @@ from typing import Any
 import pandas as pd
 
 from compile_checks.check.findings import CloneReport
+from compile_checks.findings import UNDECIDED_KINDS
 from compile_checks.reports import accounting as acc
 
 DEFAULT_VIDEO_CHUNKS = 60
@@ -131,8 +132,9 @@ def status_of(expect_clean: bool, clones: int, errors: int = 0, failing: int = 0
 
 
 def failing_findings(report: CloneReport) -> list[Any]:
-    """The run's findings that fail the case whatever it expects (the gate's: lost writes, too many recompiles...)."""
-    return [f for f in report.run_findings if f.fails]
+    """The findings that fail the case whatever it expects, as the gate's verdict has them (lost writes, too many
+    recompiles...; what the check could not decide is counted apart, as ``ERROR``)."""
+    return [f for f in report.verdict.failing if f.kind not in UNDECIDED_KINDS]
 
 
 def _failed_verdict(name: str, failing: list[Any]) -> str:
