@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 
+from compile_checks.findings import UNDECIDED_KINDS
 from compile_checks.gate.repro_file import SMALL_INT_TENSOR, ReproSpec, custom_ops, write_repro
 from compile_checks.gate.stderr_noise import terminal
 from compile_checks.vocab import Pipeline
@@ -137,7 +138,7 @@ def _finding_line(f: Any) -> str:
 def gate_verdict(report: Any, recorded: int) -> tuple[int | None, tuple[tuple[str, int], ...], tuple[str, ...]]:
     """(region, copies there, failing findings) of the gate's report: the region of its first copy, else of
     its first failing write finding, else None. Copies the check could not settle (upper bounds) are left out."""
-    failing = [f for f in report.run_findings if f.fails]
+    failing = [f for f in report.verdict.failing if f.kind not in UNDECIDED_KINDS]  # the gate's verdict's
     copies = [c for c in [*report.clones, *report.other_clones] if not c.upper_bound]
     regions = sorted({c.region for c in copies}) or sorted({f.region for f in failing if f.region is not None})
     region = regions[0] if regions and regions[0] < recorded else None
