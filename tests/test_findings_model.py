@@ -131,3 +131,15 @@ def test_a_lost_write_by_an_aten_op_is_no_missing_declaration() -> None:
     aten = {"kind": "lost_write", "pool": "cache", "op": "aten::index_copy", "message": "m", "fails": True}
     (f,) = collect_findings(Evidence(report={"run_findings": [aten]}))
     assert "miscompile" in (f.cause or "") and "mutates_args" not in (f.fix or "") and "repro" in (f.fix or "")
+
+
+def test_the_dump_index_says_a_negative_control_that_stopped_cloning_fails() -> None:
+    """The index renders the case's verdict: a control expecting a copy that found none fails there too
+    (before, its index read "CLEAN" while the gate failed the case); the same report expected clean reads CLEAN."""
+    from compile_checks.check.findings import CloneReport
+    from compile_checks.explain.dumps import render_index
+
+    report = CloneReport(num_regions=1)
+    control = render_index(report, "/tmp/none", Verdict.of([], expect_clean=False))
+    assert "Verdict: **FAILS: CLEAN" in control and "negative control that stopped cloning" in control
+    assert "Verdict: **CLEAN: every mutated pool argument was re-inplaced**" in render_index(report, "/tmp/none")

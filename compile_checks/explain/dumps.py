@@ -143,12 +143,17 @@ def _verdict_line(verdict: Verdict, report: CloneReport) -> str:
         kinds = ", ".join(f"{kind} x{n}" if n > 1 else kind for kind, n in Counter(map(kind_name, failing)).items())
         return f"FAILS: {kinds} (see 'findings that fail the case' below)"
     if report.clean:
-        return "CLEAN: every mutated pool argument was re-inplaced"
-    calls = [{"region": c.region, "node": c.node, "nbytes": c.nbytes} for c in report.clones]
-    return (
-        f"{len(report.clones)} surviving pool clone(s), {bytes_per_call(calls)} (one call of a region copies its "
-        f"own clones only), {report.clone_bytes_per_run} bytes over this run's region calls"
-    )
+        line = "CLEAN: every mutated pool argument was re-inplaced"
+    else:
+        calls = [{"region": c.region, "node": c.node, "nbytes": c.nbytes} for c in report.clones]
+        line = (
+            f"{len(report.clones)} surviving pool clone(s), {bytes_per_call(calls)} (one call of a region copies "
+            f"its own clones only), {report.clone_bytes_per_run} bytes over this run's region calls"
+        )
+    if verdict.clean != verdict.expect_clean:  # the case's expectation is what fails it
+        expected = "a surviving copy (a negative control that stopped cloning)" if verdict.clean else "no copy"
+        line = f"FAILS: {line}; the case expects {expected}"
+    return line
 
 
 def render_index(report: CloneReport, dump_dir: str, verdict: Verdict | None = None) -> str:

@@ -144,16 +144,20 @@ class PoolCloneCheck:
         """Where depyf dumps this check: only on request (``--keep-compile-dumps``)."""
         return str(dump) if self.keep else None
 
-    def _finish(self, report: CloneReport, dump: Path, failure: Callable[[], str] | None) -> None:
+    def _finish(
+        self, report: CloneReport, dump: Path, failure: Callable[[], str] | None, result: CaseResult | None = None
+    ) -> None:
         """Raise with the failure message and the dump (written now from the check's records when
-        depyf did not run), or leave a passing check's requested dump."""
+        depyf did not run; its index says the case's verdict), or leave a passing check's requested dump."""
         __tracebackhide__ = True  # pytest shows the test's own line, not the plugin's frames and their reports
         if failure is None:
             return
         if report.dump_dir is None:
-            from compile_checks.explain.dumps import write_dump  # lazy: it imports torch
+            from compile_checks.explain.dumps import write_dump, write_index  # lazy: it imports torch
 
             write_dump(report, str(dump), fallback=True)
+            if result is not None:
+                write_index(report, str(dump), result.verdict)
         raise AssertionError(f"{failure()}\ndumps kept at {dump}")
 
     def _record(self, result: CaseResult, dump: Path) -> CaseResult:
@@ -161,7 +165,7 @@ class PoolCloneCheck:
         __tracebackhide__ = True  # pytest shows the test's own line, not the plugin's frames and their reports
         self.results.append(result)
         self.reports.append(result.report)
-        self._finish(result.report, dump, None if result.passed else lambda: _case_failure(result))
+        self._finish(result.report, dump, None if result.passed else lambda: _case_failure(result), result)
         return result
 
     def check(self, case: Case, *, analysis_only: bool | None = None) -> CaseResult:
