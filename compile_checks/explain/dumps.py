@@ -136,8 +136,9 @@ def _rel(path: str | None, root: Path) -> str:
         return f"`{path}`"
 
 
-def _verdict_line(verdict: Verdict, report: CloneReport) -> str:
-    """The index's headline: what the case's findings come to (:class:`compile_checks.findings.Verdict`)."""
+def _verdict_line(verdict: Verdict, report: CloneReport, expected: bool) -> str:
+    """The index's headline: what the case's findings come to (:class:`compile_checks.findings.Verdict`);
+    ``expected``: the verdict holds the case's own expectation (a bare report's expects nothing)."""
     failing = [f for f in verdict.failing if f.kind != FindingKind.MISMATCH]
     if failing:
         kinds = ", ".join(f"{kind} x{n}" if n > 1 else kind for kind, n in Counter(map(kind_name, failing)).items())
@@ -150,9 +151,9 @@ def _verdict_line(verdict: Verdict, report: CloneReport) -> str:
             f"{len(report.clones)} surviving pool clone(s), {bytes_per_call(calls)} (one call of a region copies "
             f"its own clones only), {report.clone_bytes_per_run} bytes over this run's region calls"
         )
-    if verdict.clean != verdict.expect_clean:  # the case's expectation is what fails it
-        expected = "a surviving copy (a negative control that stopped cloning)" if verdict.clean else "no copy"
-        line = f"FAILS: {line}; the case expects {expected}"
+    if expected and verdict.clean != verdict.expect_clean:  # the case's expectation is what fails it
+        wanted = "a surviving copy (a negative control that stopped cloning)" if verdict.clean else "no copy"
+        line = f"FAILS: {line}; the case expects {wanted}"
     return line
 
 
@@ -161,12 +162,13 @@ def render_index(report: CloneReport, dump_dir: str, verdict: Verdict | None = N
     its mutated arguments, its surviving clones. ``verdict``: the case's (its expectation, compiled == eager,
     recompiles), else the report's own (:attr:`CloneReport.verdict`)."""
     root = Path(dump_dir)
+    expected = verdict is not None
     verdict = verdict if verdict is not None else report.verdict
     failing = [f for f in verdict.failing if not f.is_copy]
     lines = [
         "# compile_checks dump index",
         "",
-        f"Verdict: **{_verdict_line(verdict, report)}**.",
+        f"Verdict: **{_verdict_line(verdict, report, expected)}**.",
         "",
         "Files per region (depyf 0.20 names): captured = dynamo graph, functionalized = AOT graph with "
         "`auto_functionalized*`, post_grad = final graph after reinplace + decomposition (clones show up "
