@@ -153,7 +153,7 @@ def _repro(args: argparse.Namespace) -> int:
         path = run_repro(args.repro_target, args.repro_case, args.repro_out)
     except ValueError as e:
         raise UsageError(str(e)) from None
-    print(f"wrote {path}: run it with python (exit 1: Inductor copies or writes wrong)")
+    print(f"wrote {path}: run it with python (exit 1: reproduced; 2: the gate's finding not reproduced; 0: ok)")
     return ExitCode.CLEAN
 
 

@@ -59,6 +59,11 @@ FIXES: dict[str, str] = {
     Cause.OUTPUT_ALIAS: (
         "do not return the pool (or a view of it) from the compiled region; return what you computed from it"
     ),
+    Cause.CHAINED_WRITES: (
+        "write each pool once per compiled region: both halves of a `(2, ...)` cache in one assignment "
+        "(`cache[:, :, :, :n] = torch.stack([k, v])`), or K and V as separate tensors; and skip a write of "
+        "no elements in Python (`if n: cache[...] = ...`, n a Python int): a `[:0]` write still costs the copy"
+    ),
     Cause.OTHER: "see Inductor's reason above; keep the dump (`dump_dir=`) and report it with the graphs",
 }
 

@@ -31,9 +31,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from compile_checks.api import CloneCheck, format_report
 from compile_checks.check.findings import CloneReport
 from compile_checks.errors import CompileChecksError, UsageError
+from compile_checks.explain.report_text import format_report
 from compile_checks.findings.record import Finding
 from compile_checks.pipelines.vllm_engine_buffers import GeneratedBuffers, cross_check
 from compile_checks.pipelines.vllm_engine_culprits import Culprit, name_culprits
@@ -41,6 +41,7 @@ from compile_checks.pipelines.vllm_engine_hooks import EngineCaches, inductor_th
 from compile_checks.pipelines.vllm_engine_options import EngineError, one_line, refuse_uncompiled
 from compile_checks.pipelines.vllm_engine_passes import PassWatch
 from compile_checks.pipelines.vllm_env import VllmPipelineError, vllm_env, vllm_module
+from compile_checks.session import CloneCheck
 from compile_checks.vocab import FinderSource, FindingKind
 
 # the KV cache the engine gets unless told otherwise: small (vLLM's CPU default is 4 GiB, or sized from memory)
