@@ -129,35 +129,36 @@ def compile_settings(case: Any) -> tuple[dict[str, Any], list[str]]:
 
 
 def _finding_line(f: Any) -> str:
-    pool = f" on pool {f.pool!r}" if getattr(f, "pool", None) else ""
-    op = f" ({f.op})" if getattr(f, "op", None) else ""
+    pool = f" on pool {f.pool!r}" if f.pool else ""
+    op = f" ({f.op})" if f.op else ""
     return f"{f.kind}{pool}{op}"
 
 
-def gate_verdict(report: Any, recorded: int) -> tuple[int | None, tuple[tuple[str, int], ...], tuple[str, ...]]:
-    """(region, copies there, failing findings) of the gate's report: the region of its first copy, else of
-    its first failing write finding, else None. Copies the check could not settle (upper bounds) are left out."""
-    failing = [f for f in report.run_findings if f.fails]
-    copies = [c for c in [*report.clones, *report.other_clones] if not c.upper_bound]
-    regions = sorted({c.region for c in copies}) or sorted({f.region for f in failing if f.region is not None})
+def _copy_line(f: Any) -> str:
+    shape, dtype = f.details.get("shape"), f.details.get("dtype")
+    geometry = f", {tuple(shape)} {dtype}" if shape is not None and dtype is not None else ""
+    return f"{f.kind} of {f.pool or f.arg} ({f.op} {f.arg}{geometry})"
+
+
+def gate_verdict(verdict: Any, recorded: int) -> tuple[int | None, tuple[tuple[str, int], ...], tuple[str, ...]]:
+    """(region, copies there, failing findings) of the gate's :class:`~compile_checks.findings.Verdict`: the
+    region of its first copy, else of its first failing finding that names one, else None."""
+    copies, failing = verdict.copies, verdict.failing
+    regions = sorted({f.region for f in copies if f.region is not None})
+    regions = regions or sorted({f.region for f in failing if f.region is not None})
     region = regions[0] if regions and regions[0] < recorded else None
-    here = [c for c in copies if region is not None and c.region == region]
-    described = {
-        (f"{c.kind} of {c.pool or c.arg} ({c.op} {c.arg}, {tuple(c.shape)} {str(c.dtype).removeprefix('torch.')})",
-         int(c.nbytes))
-        for c in here
-    }  # fmt: skip
-    findings = tuple(dict.fromkeys(_finding_line(f) for f in failing if getattr(f, "region", None) in (None, region)))
-    return region, tuple(sorted(described)), findings
+    here = {(_copy_line(f), int(f.bytes_per_call)) for f in copies if region is not None and f.region == region}
+    findings = tuple(dict.fromkeys(_finding_line(f) for f in failing if f.region in (None, region)))
+    return region, tuple(sorted(here)), findings
 
 
-def repro_for(case: Any, report: Any, out: Path) -> tuple[Path, ReproSpec]:
-    """The standalone file for ``case``, expecting what ``report`` (the gate's check of it) found."""
+def repro_for(case: Any, verdict: Any, out: Path) -> tuple[Path, ReproSpec]:
+    """The standalone file for ``case``, expecting what ``verdict`` (the gate's check of it) found."""
     recorder = record_case(case)
     graphs = [g for g in recorder.graphs if g.inputs is not None]
     if not graphs:
         raise ValueError(f"case {case.name!r}: no compiled graph ran, nothing to reproduce")
-    region, copies, findings = gate_verdict(report, len(recorder.graphs))
+    region, copies, findings = gate_verdict(verdict, len(recorder.graphs))
     if region is not None and recorder.graphs[region].inputs is not None:
         graph = recorder.graphs[region]
     else:
@@ -200,7 +201,7 @@ def run_repro(spec: str, case_name: str | None, out: Path | None) -> Path:
     case = _pick_case(spec, case_name)
     result = run_case(case, analysis_only=True)
     target = out or Path(f"repro_{re.sub(r'[^A-Za-z0-9_]+', '_', case.name)}.py")
-    path, written = repro_for(case, result.report, target)
+    path, written = repro_for(case, result.verdict, target)
     for line in (*written.findings, *written.cannot):
         print(f"repro: {path} cannot reproduce {line}", file=terminal())  # the real stderr, torch's held
     return path

@@ -32,6 +32,7 @@ import pandas as pd
 
 from compile_checks.check.findings import CloneReport
 from compile_checks.reports import accounting as acc
+from compile_checks.vocab import FindingKind
 
 DEFAULT_VIDEO_CHUNKS = 60
 MIB = 1 << 20
@@ -130,9 +131,11 @@ def status_of(expect_clean: bool, clones: int, errors: int = 0, failing: int = 0
     return "REGRESSION" if expect_clean else "expected clones"
 
 
-def failing_findings(report: CloneReport) -> list[Any]:
-    """The run's findings that fail the case whatever it expects (the gate's: lost writes, too many recompiles...)."""
-    return [f for f in report.run_findings if f.fails]
+def failing_findings(report: CloneReport) -> tuple[list[Any], list[Any]]:
+    """The gate's failing findings of the run (:attr:`CloneReport.verdict`): (what fails it: lost writes, too many
+    recompiles, a pool no region received ...; what the check could not decide)."""
+    undecided = [f for f in report.verdict.failing if f.kind == FindingKind.UNDECIDED]
+    return [f for f in report.verdict.failing if f.kind != FindingKind.UNDECIDED], undecided
 
 
 def _failed_verdict(name: str, failing: list[Any]) -> str:
@@ -233,8 +236,8 @@ def _row(
         ideal_video = (ideal_chunk * video_chunks, "run average x chunks")
     extra_video = extra_chunk * video_chunks
     copies = len(acc.executed_clones(report))
-    failing = failing_findings(report)
-    status = status_of(run.expect_clean, len(report.clones), len(report.problems) - len(failing), len(failing))
+    failing, undecided = failing_findings(report)
+    status = status_of(run.expect_clean, len(report.clones), len(undecided), len(failing))
     kernel = NAN if run.analysis_only else per_unit(acc.kernel_bytes_per_run(report), run.num_steps)
     row = TrafficRow(
         case=run.name,
