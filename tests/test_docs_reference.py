@@ -89,6 +89,20 @@ def test_the_performance_page_is_the_benchmarks_results_file(reference: ModuleTy
     assert all(f"**{row['fused_over_split']:.2f}x**" in page for row in doc["rows"])
 
 
+def test_the_production_cost_is_the_benchmarks_results_file(reference: ModuleType) -> None:
+    """The production-size guide's cost table: every case, the floor and the gate, from bench_production.json."""
+    import json
+
+    doc = json.loads((ROOT / "reports" / "results" / "bench_production.json").read_text())
+    page = reference.production_cost()
+    assert f"Command: `{doc['command']}`" in page and doc["machine"]["torch"] in page
+    for row in doc["rows"]:
+        gates = [side for side in row if side.startswith("gate_")]
+        assert gates and all(f"**{row[g]['wall_over_floor']:.2f}x**" in page for g in gates)
+        assert all(row[g]["verdict_expected"] for g in gates)  # a figure is only shown for a right verdict
+    assert "**wrong**" not in page
+
+
 def test_the_bench_writes_command_machine_and_rows(tmp_path: Path) -> None:
     import json
 

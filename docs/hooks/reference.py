@@ -459,6 +459,41 @@ def bench_full() -> str:
     )
 
 
+def production_cost() -> str:
+    """``reports/results/bench_production.json`` (``python -m reports.bench_production``): the production-size
+    gate per case against its floor (plain ``torch.compile`` to post-grad under ``FakeTensorMode``)."""
+    doc = json.loads((ROOT / "reports" / "results" / "bench_production.json").read_text())
+    header = ["case", "run", "wall s", "CPU s", "peak RSS", "wall / floor", "CPU / floor", "verdict"]
+    rows: list[list[object]] = []
+    for row in doc["rows"]:
+        for side, got in row.items():
+            if side == "case":
+                continue
+            floor = side == "floor"
+            rows.append(
+                [
+                    f"`{row['case']}`",
+                    "floor: `torch.compile` to post-grad" if floor else f"`gate` ({side.removeprefix('gate_')})",
+                    got["wall_s"],
+                    got["cpu_s"],
+                    _bytes(got["peak_rss_bytes"]),
+                    "" if floor else f"**{got['wall_over_floor']:.2f}x**",
+                    "" if floor else f"{got['cpu_over_floor']:.2f}x",
+                    "" if floor else ("as expected" if got["verdict_expected"] else "**wrong**"),
+                ]
+            )
+    load = ", ".join(f"{x:.1f}" for x in doc["load_average"])
+    return "\n".join(
+        [
+            f"Command: `{doc['command']}` ({doc['rounds']} round(s) per run, each run a fresh process)",
+            "",
+            f"Machine: {_machine(doc['machine'])}; load average {load} when it ended",
+            "",
+            _table(header, rows),
+        ]
+    )
+
+
 def traffic() -> str:
     """The committed traffic report's table (``reports/results/traffic.md``), without its own title."""
     text = (ROOT / "reports" / "results" / "traffic.md").read_text()
@@ -484,6 +519,7 @@ GENERATORS: dict[str, Callable[[], str]] = {
     "traffic": traffic,
     "hot-path": hot_path,
     "bench-full": bench_full,
+    "production-cost": production_cost,
     "eviction-table": eviction_table,
 }
 
