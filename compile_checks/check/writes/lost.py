@@ -246,7 +246,17 @@ def _compare(name: str, pool: torch.Tensor, ref: PoolWrites, scan: bool) -> Writ
             f"{'unwritten' if n_differ == 0 else 'different from eager'} and started from another state than "
             f"the eager run ({why})",
         )
-    what = describe(shape, where) if bool(bad.any()) else "elements"
+    if not bool(bad.any()):  # every element eager wrote is right; the compiled run wrote others too
+        stray = written_dim(shape, elsewhere) if shape else 0
+        return WriteFinding(
+            WriteProblem.LOST_WRITE,
+            name,
+            by,
+            rows=tuple(elsewhere[stray]) if shape else (),
+            details={**details, "dim": stray},
+            message=f"pool {name!r}: the compiled run also wrote {describe(shape, elsewhere)}, which the eager run "
+            f"did not write (the elements eager wrote, with {by}, came out as eager's)",
+        )
     return WriteFinding(
         WriteProblem.LOST_WRITE,
         name,
@@ -254,8 +264,8 @@ def _compare(name: str, pool: torch.Tensor, ref: PoolWrites, scan: bool) -> Writ
         rows=rows,
         nbytes=nbytes,
         details=details,
-        message=f"pool {name!r}: {what} differ from eager ({'; '.join(parts)}; {nbytes} bytes); eager wrote "
-        f"them with {by}",
+        message=f"pool {name!r}: {describe(shape, where)} differ from eager ({'; '.join(parts)}; {nbytes} bytes); "
+        f"eager wrote them with {by}",
     )
 
 
