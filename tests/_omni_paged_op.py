@@ -101,9 +101,7 @@ def _attention_forward(
     softmax_scale: float,
 ) -> torch.Tensor:
     """LingBotSelfAttention's paged branch: ``paged_write_attn(cache, q, k, v, None, None, scale)``."""
-    query, key, value = self.qkv(hidden_states).chunk(3, dim=-1)
-    query, key = self.norm_q(query), self.norm_k(key)
-    query, key, value = (t.unflatten(2, (self.heads, self.head_dim)) for t in (query, key, value))
+    query, key, value = self.project(hidden_states)
     output = torch.ops.omni_like.ar_diffusion_paged_write_attn(
         query[0],
         key[0],
