@@ -64,6 +64,8 @@ class FoldedPoolFinding:
             "nbytes": self.nbytes,
             "message": self.message,
             "fails": self.fails,
+            "cause": "freezing=True inlined the pool as a constant of the region",
+            "fix": FIX.removeprefix("fix: "),
         }
 
 

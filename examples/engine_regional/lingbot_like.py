@@ -162,6 +162,13 @@ class SelfAttention(nn.Module):
         self.o = nn.Linear(dim, dim)
         self.norm_q, self.norm_k = RMSNorm(dim), RMSNorm(dim)
 
+    def project(self, hidden_states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Query, key and value as ``[B, L, H, D]`` (Q and K normalised)."""
+        query, key, value = self.qkv(hidden_states).chunk(3, dim=-1)
+        query, key = self.norm_q(query), self.norm_k(key)
+        q, k, v = (t.unflatten(2, (self.heads, self.head_dim)) for t in (query, key, value))
+        return q, k, v
+
     def _update_cache(
         self,
         cache: AttentionCache,
@@ -219,9 +226,7 @@ class SelfAttention(nn.Module):
         update_cache: bool,
         softmax_scale: float,
     ) -> torch.Tensor:
-        query, key, value = self.qkv(hidden_states).chunk(3, dim=-1)
-        query, key = self.norm_q(query), self.norm_k(key)
-        query, key, value = (t.unflatten(2, (self.heads, self.head_dim)) for t in (query, key, value))
+        query, key, value = self.project(hidden_states)
         if isinstance(cache, PagedLayerInputs):
             output = torch.ops.lingbot_like.paged_write_attn(
                 query[0],

@@ -30,6 +30,7 @@ from typing import Any
 
 import torch
 
+from compile_checks.check.writes.drawn import moved_count, written_groups
 from compile_checks.check.writes.finding import WriteFinding
 from compile_checks.check.writes.positions import (
     changed_indices,
@@ -60,6 +61,8 @@ class PoolWrites:
     writers: list[str]
     checksums: list[torch.Tensor] | None = None  # per-dim checksums at the start; None: not scanned
     restored: bool = True  # the rollback put the pool back (checked when scanned)
+    group: torch.Tensor | None = None  # long: which logged write last wrote each element (None: one write)
+    random_positions: torch.Tensor | None = None  # bool: the last write's positions depended on the RNG
 
 
 def _pool_offsets(pool: torch.Tensor, w: LoggedWrite) -> torch.Tensor | None:
@@ -80,7 +83,7 @@ def _pool_offsets(pool: torch.Tensor, w: LoggedWrite) -> torch.Tensor | None:
 def _pool_writes(pool: torch.Tensor, writes: list[LoggedWrite]) -> PoolWrites:
     # a pool that is its whole storage holds every offset of it: no coordinates needed to tell
     whole = pool.is_contiguous() and pool.storage_offset() == 0 and flat_view(pool).numel() == pool.numel()
-    offs, rand, writers = [], [], []
+    offs, rand, moved, writers = [], [], [], []
     for w in writes:
         o = _pool_offsets(pool, w)
         if o is None:
@@ -93,26 +96,35 @@ def _pool_writes(pool: torch.Tensor, writes: list[LoggedWrite]) -> PoolWrites:
             continue
         offs.append(o)
         rand.append(w.random)
+        moved.append(w.random_positions)
         writers += [] if w.op in writers else [w.op]
     if not offs:
         empty = torch.empty(0, dtype=torch.long, device=pool.device)
         return PoolWrites(empty, pool.new_empty(0), pool.new_empty(0), empty.bool(), [])
     o = torch.cat(offs) if len(offs) > 1 else offs[0]
-    if all(rand) or not any(rand):  # one flag for every element: no per-element tensor to build
-        r = torch.full((o.numel(),), rand[0], dtype=torch.bool, device=pool.device)
-    else:
-        r = torch.cat([torch.full((x.numel(),), f, dtype=torch.bool, device=pool.device) for x, f in zip(offs, rand)])
+    r, positions = _per_element(offs, rand), _per_element(offs, moved)
     # one write whose offsets are already sorted and unique (a slot write in order): nothing to sort
     if len(offs) == 1 and (o.numel() < 2 or bool((o[1:] > o[:-1]).all())):
-        uniq, last_random = o, r
+        uniq, last_random, group, last_moved = o, r, None, positions
     else:
         uniq, inverse = torch.unique(o, return_inverse=True)
         order = torch.arange(o.numel(), device=o.device)
-        last_random = r[torch.full_like(uniq, -1).scatter_reduce(0, inverse, order, "amax")]
+        last = torch.full_like(uniq, -1).scatter_reduce(0, inverse, order, "amax")
+        last_random, last_moved = r[last], positions[last]
+        index = torch.cat([torch.full((x.numel(),), i, dtype=torch.long, device=o.device) for i, x in enumerate(offs)])
+        group = index[last] if any(rand) else None
     eager = flat_view(pool)[uniq]
     if eager.numel() * eager.element_size() > HOST_BYTES:
         eager = eager.cpu()
-    return PoolWrites(uniq, pool.new_empty(0), eager, last_random, writers)
+    return PoolWrites(uniq, pool.new_empty(0), eager, last_random, writers, group=group, random_positions=last_moved)
+
+
+def _per_element(offs: list[torch.Tensor], flags: list[bool]) -> torch.Tensor:
+    """One write's flag for each of its elements (one flag for all: no per-write tensors to build)."""
+    device = offs[0].device
+    if all(flags) or not any(flags):
+        return torch.full((sum(x.numel() for x in offs),), flags[0], dtype=torch.bool, device=device)
+    return torch.cat([torch.full((x.numel(),), f, dtype=torch.bool, device=device) for x, f in zip(offs, flags)])
 
 
 @dataclass
@@ -191,11 +203,18 @@ def _compare(name: str, pool: torch.Tensor, ref: PoolWrites, scan: bool) -> Writ
     flat = flat_view(pool)
     now = flat[ref.offsets] if ref.offsets.numel() else pool.new_empty(0)
     before, eager = ref.before.to(now.device), ref.eager.to(now.device)
-    unwritten = _same_bits(now, before) & ~_same_bits(eager, before)
+    changed, eager_changed = ~_same_bits(now, before), ~_same_bits(eager, before)
+    unwritten = ~changed & eager_changed
+    moved = ref.random_positions if ref.random_positions is not None and bool(ref.random_positions.any()) else None
+    if moved is not None:  # positions drawn at random: counted below, never compared element by element
+        unwritten &= ~moved
+    random_values = ref.random & ~moved if moved is not None else ref.random
+    if bool((unwritten & random_values).any()):  # a random value may equal the pre-image: by write, not element
+        unwritten &= ~(random_values & written_groups(changed, random_values, ref.group))
     differ = ~unwritten & ~ref.random & _differs(now, ref, pool) if now.numel() else unwritten
     shape = tuple(pool.shape)
     elsewhere: list[list[int]] = [[] for _ in shape]
-    if scan and ref.checksums is not None:  # changes outside eager's elements, with those put back as they started
+    if (scan or moved is not None) and ref.checksums is not None:  # changes outside eager's elements
         with torch.inference_mode() if pool.is_inference() else torch.no_grad():
             flat[ref.offsets] = before
             try:
@@ -203,6 +222,12 @@ def _compare(name: str, pool: torch.Tensor, ref: PoolWrites, scan: bool) -> Writ
             finally:
                 flat[ref.offsets] = now
         elsewhere = changed_indices(ref.checksums, sums)
+    by = ", ".join(ref.writers) or "an op the check did not see"
+    if moved is not None and shape:
+        short = moved_count(name, pool, ref.offsets, moved, changed & ~unwritten, eager_changed, elsewhere, ref.writers)
+        if short is not None:
+            return short
+        elsewhere = [[] for _ in shape]  # the compiled run's own random positions: as many as eager's
     compiled_only = any(elsewhere)
     bad = unwritten | differ
     if not bool(bad.any()) and not compiled_only:
@@ -210,7 +235,6 @@ def _compare(name: str, pool: torch.Tensor, ref: PoolWrites, scan: bool) -> Writ
     coords = coordinates(pool, ref.offsets[bad])[0]
     where = per_dim(coords) if shape else [[]]
     n_unwritten, n_differ = int(unwritten.sum()), int(differ.sum())
-    by = ", ".join(ref.writers) or "an op the check did not see"
     parts = [f"{n_unwritten} element(s) never written by the compiled run"] if n_unwritten else []
     parts += [f"{n_differ} written differently (beyond the per-row tolerance)"] if n_differ else []
     parts += [f"written only by the compiled run at {describe(shape, elsewhere)}"] if compiled_only else []
@@ -246,7 +270,17 @@ def _compare(name: str, pool: torch.Tensor, ref: PoolWrites, scan: bool) -> Writ
             f"{'unwritten' if n_differ == 0 else 'different from eager'} and started from another state than "
             f"the eager run ({why})",
         )
-    what = describe(shape, where) if bool(bad.any()) else "elements"
+    if not bool(bad.any()):  # every element eager wrote is right; the compiled run wrote others too
+        stray = written_dim(shape, elsewhere) if shape else 0
+        return WriteFinding(
+            WriteProblem.LOST_WRITE,
+            name,
+            by,
+            rows=tuple(elsewhere[stray]) if shape else (),
+            details={**details, "dim": stray},
+            message=f"pool {name!r}: the compiled run also wrote {describe(shape, elsewhere)}, which the eager run "
+            f"did not write (the elements eager wrote, with {by}, came out as eager's)",
+        )
     return WriteFinding(
         WriteProblem.LOST_WRITE,
         name,
@@ -254,8 +288,8 @@ def _compare(name: str, pool: torch.Tensor, ref: PoolWrites, scan: bool) -> Writ
         rows=rows,
         nbytes=nbytes,
         details=details,
-        message=f"pool {name!r}: {what} differ from eager ({'; '.join(parts)}; {nbytes} bytes); eager wrote "
-        f"them with {by}",
+        message=f"pool {name!r}: {describe(shape, where)} differ from eager ({'; '.join(parts)}; {nbytes} bytes); "
+        f"eager wrote them with {by}",
     )
 
 
@@ -312,8 +346,9 @@ def eager_reference(
     for n, t in pools.items():
         if n not in written:
             continue
+        drawn = written[n].random_positions  # written at random positions: always scanned (compared by count)
         if n not in start:
-            if scan_written and written[n].offsets.numel():
+            if (scan_written or (drawn is not None and bool(drawn.any()))) and written[n].offsets.numel():
                 written[n].checksums = dim_checksums(t)  # written, not handed: its state after the rollback
             continue
         if [len(c) for c in start[n]] != list(t.shape or (1,)):

@@ -18,7 +18,8 @@ Randomness: the outputs of random ops (``nondeterministic_seeded``, less a call 
 SDPA's CPU kernel is tagged for its ``dropout_p``, and with ``dropout_p=0`` draws nothing) and of ops that
 read them are tainted; a write whose inputs are tainted is marked ``random``, and a pool it lands in taints what
 later reads it (an over-approximation: the eager reference compares such elements by whether they
-were written, never by value).
+were written, never by value). A write whose index or mask (an integer or bool input) is tainted is
+marked ``random_positions``: where it lands is random too.
 """
 
 from __future__ import annotations
@@ -71,6 +72,9 @@ class LoggedWrite:
     saved: torch.Tensor
     random: bool
     storage: int  # storage_key of the written tensor
+    # where it writes depends on the RNG: an index (an integer or bool input) computed from a random op
+    # (``argsort(rand)`` slots); the compiled run, drawing Inductor's own numbers, writes other positions
+    random_positions: bool = False
 
 
 class UndoLog(TorchDispatchMode):
@@ -96,16 +100,23 @@ class UndoLog(TorchDispatchMode):
         opaque = is_opaque(func)
         footprints = self._footprints(func, name, opaque, args, kwargs)
         random = _draws_random(func, args, kwargs)
-        if not random and self._tainted:
+        positions = False
+        if self._tainted:
+            written = {storage_key(f.tensor) for f in footprints}
             read = set(keys)
             if footprints and _op_base(name) in _OVERWRITES and not kwargs.get("accumulate", False):
-                read -= {storage_key(f.tensor) for f in footprints}
-            random = not self._tainted.isdisjoint(read)
+                read -= written
+            random = random or not self._tainted.isdisjoint(read)
+            # an index or mask read from a random op's result: the positions themselves are random
+            positions = any(
+                k in self._tainted and k not in written and not (t.is_floating_point() or t.is_complex())
+                for k, t in keys.items()
+            )
         for fp in footprints:
             key = storage_key(fp.tensor)
             if key not in self._created and fp.tensor.numel() > 0:
                 op = self._outer[0] if self._outer else name
-                self.writes.append(LoggedWrite(op, fp, fp.save(), random, key))
+                self.writes.append(LoggedWrite(op, fp, fp.save(), random, key, positions))
             if random:
                 self._tainted.add(key)
         out = self._call(func, name, opaque, args, kwargs)
