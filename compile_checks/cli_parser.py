@@ -60,6 +60,12 @@ RUN_OPTIONS: list[Option] = [
         "an explanation once per group of copies alike)",
     ),
     _o(
+        "--fail-on-program-copies",
+        **_FLAG,
+        help="fail a case on the pool-sized buffers its program makes from a pool (a roll of a ring cache, a copy "
+        "of the window; default: reported with their bytes, never failing)",
+    ),
+    _o(
         "--inductor-cache",
         metavar="DIR",
         help="also run each case against the Inductor/AOTAutograd caches in DIR (read, never written) and fail "
@@ -77,6 +83,7 @@ NOT_FOR_LIST = {
     "floor",
     "verbose",
     "inductor_cache",
+    "fail_on_program_copies",
 }
 
 # the report's options (after ``report`` only); dest = "report_" + the ReportRequest field

@@ -58,8 +58,12 @@ def failure_reasons(
     """
     reasons: list[str] = []
     changed = (pipeline, retargeted_from) if pipeline and retargeted_from and retargeted_from != pipeline else None
-    if problems:
-        reasons.append("the check could not decide: " + "; ".join(problems))
+    # program copies a case asked to fail on (fail_on_program_copies) were decided: each is said as a failure
+    program = [p for p in problems if p.startswith("program_copy:")]
+    undecided = [p for p in problems if not p.startswith("program_copy:")]
+    reasons += [f"fails on its {p} (fail_on_program_copies)" for p in program]
+    if undecided:
+        reasons.append("the check could not decide: " + "; ".join(undecided))
     if clean is False and expect_clean:
         listed = " (each listed on its own line)" if copies_listed else ": " + "; ".join(map(render_copy, copies))
         reasons.append(f"{len(copies)} pool clone(s) survive reinplacing{_under(pipeline)}{listed}")

@@ -42,6 +42,7 @@ from compile_checks.check.graph.aten_writes import whole_pool_passes
 from compile_checks.check.graph.blind_spots import subgraph_mutations
 from compile_checks.check.graph.copies import find_copy_sites, misplaced_write_backs
 from compile_checks.check.graph.functionalized import FunctionalizedArg, functionalized_calls
+from compile_checks.check.graph.fx_helpers import mutated_inputs
 from compile_checks.check.graph.generated_buffers import (
     LoweredBuffer,
     lowered_buffers,
@@ -51,7 +52,15 @@ from compile_checks.check.graph.generated_buffers import (
 )
 from compile_checks.check.graph.geometry import StorageRef, SymbolBinder, TensorGeometry, geometry_of, symbol_binders
 from compile_checks.check.graph.input_offsets import rebase_input_offsets
-from compile_checks.check.graph.own_copies import programs_own_copies
+from compile_checks.check.graph.own_copies import OwnCopy, own_copy_records
+from compile_checks.check.graph.program_copies import (
+    ComputedInfo,
+    ProgramCopyRecorder,
+    code_program_copies,
+    computed_buffers,
+    graph_program_copies,
+    input_bytes,
+)
 from compile_checks.check.graph.sites import CloneSite
 from compile_checks.check.hooks import session_lock, verify_inductor_hooks
 from compile_checks.check.kernel_metrics import kernel_byte_metrics
@@ -93,6 +102,14 @@ class InnerGraph:
     output_ops: list[str] = field(default_factory=list)
     # bytes PyTorch's own ReinplaceCounters counted as missed in this graph's reinplace pass (None: unread)
     reinplace_missed_bytes: int | None = None
+    # pool-sized buffers the program makes itself (compile_checks.check.graph.program_copies): what the post-grad
+    # graph shows, the placeholders and those the graph writes; a full compile's buffers and inputs; the recorder
+    own_copies: list[OwnCopy] = field(default_factory=list)
+    placeholders: list[str] = field(default_factory=list)
+    mutated: frozenset[str] = frozenset()
+    computed: dict[str, ComputedInfo] | None = None
+    input_bytes: dict[str, int | None] = field(default_factory=dict)
+    program_recorder: ProgramCopyRecorder | None = None
 
 
 @dataclass
@@ -213,7 +230,10 @@ class Probe:
                 inner.clone_sites = find_copy_sites(gm.graph, self._preexisting)
                 inner.misplaced = misplaced_write_backs(gm.graph)
                 clones = {c.clone_node for c in inner.clone_sites}
-                inner.notes = whole_pool_passes(gm.graph, clones) + programs_own_copies(gm.graph)
+                inner.own_copies = own_copy_records(gm.graph)
+                inner.notes = whole_pool_passes(gm.graph, clones) + [c.note for c in inner.own_copies]
+                inner.placeholders = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
+                inner.mutated = frozenset(ph.name for ph in mutated_inputs(gm.graph))
                 inner.output_ops = output_ops(gm.graph)
                 if self.analysis_only:
                     inner.notes += [upper_bound_note(c) for c in inner.clone_sites if c.buffer_is_inductors_choice]
@@ -233,8 +253,11 @@ class Probe:
         @functools.wraps(original)
         def codegen(graph_lowering: Any) -> Any:
             out = original(graph_lowering)
-            if self._current_inner is not None:
-                self._current_inner.lowered = {**(self._current_inner.lowered or {}), **lowered_buffers(graph_lowering)}
+            inner = self._current_inner
+            if inner is not None:
+                inner.lowered = {**(inner.lowered or {}), **lowered_buffers(graph_lowering)}
+                inner.computed = {**(inner.computed or {}), **computed_buffers(graph_lowering)}
+                inner.input_bytes = inner.input_bytes or input_bytes(graph_lowering)
             return out
 
         return codegen
@@ -276,6 +299,7 @@ class Probe:
         inner.recorder = CallRecorder(
             self.pools, inner.clone_sites, inner.functionalized, inner.binders, self.received_pools, inner.inputs
         )
+        inner.program_recorder = ProgramCopyRecorder(self.pools, _program_sites(inner), inner.mutated)
         if inner.nothing_to_lower and not inner.post_grad_seen:
             # Inductor returned the graph's own forward (no post-grad passes, no code): nothing to attribute
             return out
@@ -413,6 +437,15 @@ def _count_calls(
     return run
 
 
+def _program_sites(inner: InnerGraph) -> list[Any]:
+    """The pool-sized buffers the program makes (:mod:`compile_checks.check.graph.program_copies`): from the
+    generated code when there is some, else what the post-grad graph shows (an upper bound)."""
+    if inner.generated_code and inner.computed is not None:
+        claimed = {n for c in inner.clone_sites for n in (c.clone_node, *c.feeds)}
+        return code_program_copies(inner.generated_code, inner.computed, inner.input_bytes, claimed)
+    return graph_program_copies(inner.own_copies, inner.placeholders)
+
+
 def _record_inputs(out: Any, inner: InnerGraph) -> None:
     """Attribute the real inputs of an Inductor-compiled graph on each call (placeholder order)."""
     current = getattr(out, "current_callable", None)
@@ -423,9 +456,13 @@ def _record_inputs(out: Any, inner: InnerGraph) -> None:
     recorder = inner.recorder
     assert recorder is not None
 
+    program = inner.program_recorder
+
     def call(args: list[Any]) -> Any:
         inner.calls += 1
         recorder.observe(args)
+        if program is not None:
+            program.observe(args)
         return current(args)
 
     out.current_callable = call

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from compile_checks.vocab import CopyKind
+from compile_checks.vocab import CopyKind, FindingKind
 
 
 @dataclass(frozen=True)
@@ -137,6 +137,11 @@ class CloneReport:
     recompiles: dict[str, dict[str, Any]] = field(default_factory=dict)
     # what went wrong writing the dumps (depyf's error); never a check failure: the verdict stands
     dump_failures: list[str] = field(default_factory=list)
+    # pool-sized buffers the program itself makes from a pool, per call (compile_checks.check.graph.program_copies:
+    # ProgramCopy records); traffic, never a failure unless fail_on_program_copies
+    program_copies: list[Any] = field(default_factory=list)
+    # the program copies fail the check (Case.fail_on_program_copies, gate --fail-on-program-copies)
+    fail_on_program_copies: bool = False
     # region index -> its code (dumps are written from it); not in to_dict
     sources: dict[int, RegionSources] = field(default_factory=dict, repr=False)
 
@@ -178,6 +183,16 @@ class CloneReport:
             *self.errors,
             *([] if self.allow_unanalysed else [f"not analysed: {u}" for u in self.unanalysed]),
             *[f"{f.kind}: {f.message}" for f in self.run_findings if f.fails],
+            *(self.program_copy_problems() if self.fail_on_program_copies else []),
+        ]
+
+    def program_copy_problems(self) -> list[str]:
+        """Each program copy as a failure (``fail_on_program_copies``)."""
+        from compile_checks.check.graph.program_copies import program_copy_line
+
+        return [
+            f"{FindingKind.PROGRAM_COPY}: {program_copy_line(c.to_dict()).removeprefix('program copy: ')}"
+            for c in self.program_copies
         ]
 
     @property
@@ -208,4 +223,6 @@ class CloneReport:
             "run_findings": [f.to_dict() for f in self.run_findings],
             "recompiles": {k: dict(v) for k, v in self.recompiles.items()},
             "dump_failures": list(self.dump_failures),
+            "program_copies": [c.to_dict() for c in self.program_copies],
+            "fail_on_program_copies": self.fail_on_program_copies,
         }

@@ -187,6 +187,8 @@ def _run_gate(
             "--inductor-cache" if getattr(args, "inductor_cache", None) else "[tool.compile_checks] inductor_cache",
         )
         gate_plan.cases = [dataclasses.replace(c, inductor_cache=str(folder)) for c in gate_plan.cases]
+    if getattr(args, "fail_on_program_copies", None) or (config is not None and config.fail_on_program_copies):
+        gate_plan.cases = [dataclasses.replace(c, fail_on_program_copies=True) for c in gate_plan.cases]
     junit = Path(args.junitxml) if args.junitxml else (config.junitxml if config else None)
     dump_root: Path | None
     if command == "dump":

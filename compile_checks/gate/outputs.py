@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from compile_checks.check.graph.program_copies import program_copy_line
 from compile_checks.check.recompiles import graphs_cell
 from compile_checks.explain.grouping import alike, group_explanations
 from compile_checks.gate.outcome import EagerCompared, Outcome
@@ -61,6 +62,7 @@ def _verdict(o: Outcome) -> str:
     if o.error is not None:
         return "[red]ERROR[/red]"
     failing = sorted({f["kind"] for f in o.report.get("run_findings", []) if f.get("fails")})
+    failing += ["program_copy"] if any(e.startswith("program_copy:") for e in o.check_errors) else []
     if failing:  # lost_write, undeclared_write, too_many_recompiles ... (compile_checks.check.writes/recompiles)
         return f"[red]{_esc(', '.join(failing))}[/red]"
     if o.check_errors:
@@ -186,6 +188,9 @@ def case_lines(o: Outcome, verbose: bool = False) -> list[str]:
     every copy with its own), why the case failed, and a dump failure."""
     copies = [*o.clones, *o.other_clones]
     dump_failures = [f"dump failed (the verdict stands): {f}" for f in o.report.get("dump_failures", [])]
+    # the program's own pool-sized buffers: traffic, listed here unless they fail the case (then a reason below)
+    program = [] if o.report.get("fail_on_program_copies") else o.report.get("program_copies", [])
+    dump_failures = [*map(program_copy_line, program), *dump_failures]
     if o.passed and not o.expect_clean and copies and not verbose:
         return [control_line(o), *dump_failures]
     keys = [alike(c["explanation"]) if c.get("explanation") else "" for c in copies]
