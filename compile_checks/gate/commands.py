@@ -93,12 +93,12 @@ def plan(args: argparse.Namespace, command: str, mode: Mode, config: GateConfig 
         if isinstance(e, UsageError):
             raise
         raise UsageError(str(e)) from None
-    patterns = getattr(args, "dump_filter", None)
+    patterns = getattr(args, "case_filter", None)
     return select_cases(planned, patterns) if patterns else planned
 
 
 def select_cases(gate_plan: GatePlan, patterns: Sequence[str]) -> GatePlan:
-    """``dump -k PATTERN``: the planned cases whose label contains a pattern or matches it as a glob;
+    """``-k PATTERN`` (gate, list, dump): the planned cases whose label contains a pattern or matches it as a glob;
     none is a usage error naming the labels there are."""
     keep = [c for c in gate_plan.cases if any(p in c.label or fnmatch.fnmatchcase(c.label, p) for p in patterns)]
     if not keep:
