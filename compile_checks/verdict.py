@@ -80,7 +80,7 @@ def failure_reasons(
             reasons.append(NEGATIVE_CONTROL_LOST + _under(pipeline))
     if eager_match is False:
         diff = "?" if max_abs_diff is None else f"{max_abs_diff:.3g}"
-        reasons.append(f"compiled != eager (max relative diff {diff})")
+        reasons.append(f"compiled != eager (max absolute diff {diff})")
     return reasons
 
 
@@ -173,8 +173,9 @@ def bytes_per_call(copies: Sequence[Mapping[str, Any]]) -> str:
 
 
 def copy_names(copies: Sequence[Mapping[str, Any]], most: int = 3) -> str:
-    """The copied pools by name (the ATen argument where no pool is known), at most ``most`` of them."""
-    names = sorted({str(c["pool"] if c.get("pool") is not None else c["arg"]) for c in copies})
+    """The copied pools by name, at most ``most`` of them; where no pool is known, the graph input as the program
+    names it (a scan's ``L['v_pools'][0]``), else the op's argument."""
+    names = sorted({str(c.get("pool") or c.get("input") or c["arg"]) for c in copies})
     return ",".join(names) if len(names) <= most else ",".join(names[: most - 1]) + f",+{len(names) - most + 1} more"
 
 

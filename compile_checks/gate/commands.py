@@ -199,7 +199,7 @@ def _run_gate(
         check_writable_file(junit)
     if dump_root is not None:
         check_writable_dir(dump_root, "--out" if command == "dump" else "--dump-dir")
-    on_done, close = progress_callback(len(gate_plan.cases), not args.no_progress)
+    on_done, close = progress_callback(len(gate_plan.cases), not args.no_progress, command=command)
     t0 = time.perf_counter()
     try:
         jobs = args.jobs if args.jobs is not None else auto_jobs(len(gate_plan.cases))

@@ -150,6 +150,7 @@ class Outcome:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
+        d["case"] = self.label  # the table's word for it (``label`` kept: the schema only adds keys)
         compared = self.eager_compared
         d.update(verdict_met=self.verdict_met, passed=self.passed, eager_compared=compared and str(compared))
         return d
