@@ -127,10 +127,10 @@ def test_the_verdict_column_names_pools_and_the_argument_only_without_one() -> N
     o = _outcome(copies=2)
     o.clones = [_copy(n, region=n) for n in range(3)]
     cell = _verdict(o)
-    assert cell == "3 clone(s) layer0.v,layer1.v,layer2.v 131072 B/call in each of 3 regions, 1048576 B/run"
+    assert cell == "3 clone(s)\nlayer0.v,layer1.v,layer2.v\n131072 B/call in each of 3 regions\n1048576 B/run"
     assert "393216" not in cell  # not the three regions' bytes summed as one call
     o.clones = [_copy(0, 0, pool=None)]
-    assert _verdict(o).startswith("1 clone(s) v_pool ")  # no pool known: the ATen argument
+    assert _verdict(o).startswith("1 clone(s)\nv_pool\n")  # no pool known: the ATen argument
 
 
 def test_timings_count_dynamo_in_compile_not_in_run_verify() -> None:

@@ -77,3 +77,22 @@ def test_shared_storage_fix_names_latent_and_rope_caches_not_k_and_v() -> None:
     assert "(layer0.rope)" in fix and "(layer0.latent)" in fix, fix
     assert "K and V" not in fix and "allocate_kv_pool_with_views" not in fix
     assert looks_like_kv("layer0.k", "v_pool") and not looks_like_kv("layer0.latent", "layer0.rope")
+
+
+def test_a_100_column_table_keeps_pool_names_whole() -> None:
+    """The README's first transcript (COLUMNS=100) folded ``layer0.v,laye`` / ``r1.v``: each part of the
+    verdict is a line of its own, so the column folds between them."""
+    from rich.console import Console
+
+    from compile_checks.gate.outputs import verdict_table
+
+    o = Outcome("fused", "t/stock", "stock", True, True, clean=False, wall_seconds=0.7, eager_match=True)
+    o.clones = [
+        {"pool": f"layer{n}.v", "arg": "v_pool", "nbytes": 8192 * (n + 1), "region": 0, "node": f"clone_{n}"}
+        for n in range(2)
+    ]
+    o.report = {"clone_bytes_per_run": 73728, "recompiles": {}}
+    console = Console(width=100, record=True)
+    console.print(verdict_table([o], "compile-checks gate"))
+    text = console.export_text()
+    assert "layer0.v,layer1.v" in text and max(map(len, text.splitlines())) <= 100
