@@ -16,6 +16,8 @@ on ``meta`` or under ``FakeTensorMode`` (all at address 0) are named as real one
 from __future__ import annotations
 
 import fnmatch
+import functools
+import types
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -36,16 +38,16 @@ class PoolNamingError(CompileChecksError, ValueError):
 def validate_pools(pools: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """The mapping as a dict, after checking every value is a tensor named once, none overlapping."""
     out: dict[str, torch.Tensor] = {}
-    seen: list[tuple[str, torch.Tensor]] = []
+    # pools grouped by storage (its identity, not its address: every meta / fake storage reports address 0):
+    # only pools of one storage can overlap, so each pool is keyed once and compared within its group
+    by_storage: dict[tuple[torch.device, int], list[tuple[str, torch.Tensor]]] = {}
     for name, t in pools.items():
         if not isinstance(name, str) or not name:
             raise PoolNamingError(f"pool names must be non-empty strings, got {name!r}")
         if not isinstance(t, torch.Tensor):
             raise PoolNamingError(f"pool {name!r} is a {type(t).__name__}, not a tensor")
+        seen = by_storage.setdefault((t.device, storage_key(t)), [])
         for other, u in seen:
-            # by the storage's identity, not its address: every meta / fake storage reports address 0
-            if t.device != u.device or storage_key(t) != storage_key(u):
-                continue
             ref, uref = StorageRef.of(t), StorageRef.of(u)
             # by elements, not byte span: kv[:, 0] / kv[:, 1] of a (blocks, 2, ...) cache interleave, sharing none
             if views_overlap(ref.geometry, uref.geometry):
@@ -88,32 +90,79 @@ def _walk(obj: Any, path: str) -> Any:
     return cur
 
 
-def _tensor_leaves(obj: Any, prefix: str, depth: int, seen: set[int]) -> Iterable[tuple[str, torch.Tensor]]:
-    """Every tensor reachable from ``obj`` by attribute / key / index, with its dotted path."""
-    if isinstance(obj, torch.Tensor):
-        yield prefix, obj
-        return
-    if depth <= 0 or id(obj) in seen or isinstance(obj, (str, bytes, int, float, bool, type(None))):
-        return
-    seen.add(id(obj))
+def _is_namedtuple(obj: Any) -> bool:
+    """A NamedTuple instance: its *class* has a tuple of string ``_fields`` (``unittest.mock.call`` answers any
+    attribute, ``_fields`` included, and is no NamedTuple)."""
+    fields = getattr(type(obj), "_fields", None)
+    return isinstance(obj, tuple) and isinstance(fields, tuple) and all(isinstance(f, str) for f in fields)
+
+
+# the interpreter's objects: never walked into (a cache holding ``torch.cpu`` as its ``device_module`` would lead
+# into ``sys.modules``), nor callables and classes, which hold no pool of the object they hang on
+_NOT_WALKED = (
+    types.ModuleType,
+    type,
+    types.FunctionType,
+    types.BuiltinFunctionType,
+    types.MethodType,
+    types.BuiltinMethodType,
+    functools.partial,
+    str,
+    bytes,
+    int,
+    float,
+    complex,
+    bool,
+    type(None),
+    torch.device,
+    torch.dtype,
+)
+
+
+def _children(obj: Any) -> Iterable[tuple[str, Any]]:
+    """What discovery walks under ``obj``: module buffers and children, mapping items, NamedTuple fields,
+    sequence items, an object's own attributes; nothing under anything else."""
     if isinstance(obj, torch.nn.Module):
-        children: Iterable[tuple[str, Any]] = [
+        return [
             *obj.named_buffers(recurse=False),
             *obj.named_children(),
             *((k, v) for k, v in vars(obj).items() if not k.startswith("_") and not isinstance(v, torch.nn.Module)),
         ]
-    elif isinstance(obj, Mapping):
-        children = ((str(k), v) for k, v in obj.items())
-    elif isinstance(obj, tuple) and hasattr(obj, "_fields"):  # NamedTuple
-        children = ((f, getattr(obj, f)) for f in obj._fields)
-    elif isinstance(obj, (list, tuple)):
-        children = ((str(i), v) for i, v in enumerate(obj))
-    elif hasattr(obj, "__dict__"):
-        children = ((k, v) for k, v in vars(obj).items() if not k.startswith("__"))
-    else:
+    if isinstance(obj, Mapping):
+        return [(str(k), v) for k, v in obj.items()]
+    if _is_namedtuple(obj):
+        return [(f, getattr(obj, f)) for f in type(obj)._fields]
+    if isinstance(obj, (list, tuple)):
+        return [(str(i), v) for i, v in enumerate(obj)]
+    own = getattr(obj, "__dict__", None)
+    if isinstance(own, dict):
+        return [(k, v) for k, v in own.items() if isinstance(k, str) and not k.startswith("__")]
+    return []
+
+
+def _tensor_leaves(
+    obj: Any, prefix: str, depth: int, seen: set[int], skipped: list[str] | None = None
+) -> Iterable[tuple[str, torch.Tensor]]:
+    """Every tensor reachable from ``obj`` by attribute / key / index, with its dotted path.
+
+    Walks tensors and containers (modules, mappings, NamedTuples, sequences, objects' own attributes),
+    never modules of the interpreter, classes or callables; an object whose contents cannot be listed is
+    passed over and its path added to ``skipped`` (said in the error of a pattern that matches nothing).
+    """
+    if isinstance(obj, torch.Tensor):
+        yield prefix, obj
+        return
+    if depth <= 0 or id(obj) in seen or isinstance(obj, _NOT_WALKED):
+        return
+    seen.add(id(obj))
+    try:
+        children = _children(obj)
+    except Exception as e:  # a container whose items raise: passed over, said, never a crash of discovery
+        if skipped is not None:
+            skipped.append(f"{prefix or '<root>'} ({type(obj).__name__}: {type(e).__name__})")
         return
     for key, value in children:
-        yield from _tensor_leaves(value, f"{prefix}.{key}" if prefix else key, depth - 1, seen)
+        yield from _tensor_leaves(value, f"{prefix}.{key}" if prefix else key, depth - 1, seen, skipped)
 
 
 def pools_from_module(
@@ -136,7 +185,8 @@ def pools_from_module(
             raise PoolNamingError(f"{path!r} is a {type(t).__name__}, not a tensor")
         out[new_name] = t
     if patterns:
-        leaves = list(_tensor_leaves(root, "", max_depth, set()))
+        skipped: list[str] = []
+        leaves = list(_tensor_leaves(root, "", max_depth, set(), skipped))
         for pattern in patterns:
             hits = [(p, t) for p, t in leaves if fnmatch.fnmatchcase(p, pattern)]
             if not hits:
@@ -144,6 +194,7 @@ def pools_from_module(
                 raise PoolNamingError(
                     f"pattern {pattern!r} matches no tensor under {type(root).__name__} "
                     f"(tensors found: {sample}{', ...' if len(leaves) > 8 else ''})"
+                    + (f"; passed over, their contents could not be listed: {', '.join(skipped)}" if skipped else "")
                 )
             for path, t in hits:
                 out.setdefault(names.get(path, path), t)
@@ -152,8 +203,8 @@ def pools_from_module(
 
 def pools_from_tensors(tensors: Any, prefix: str = "") -> dict[str, torch.Tensor]:
     """Pools from a mapping or NamedTuple of tensors (vLLM-Omni's split flat pools): ``prefix.field``."""
-    if isinstance(tensors, tuple) and hasattr(tensors, "_fields"):
-        items = [(f, getattr(tensors, f)) for f in tensors._fields]
+    if _is_namedtuple(tensors):
+        items = [(f, getattr(tensors, f)) for f in type(tensors)._fields]
     elif isinstance(tensors, Mapping):
         items = [(str(k), v) for k, v in tensors.items()]
     else:

@@ -57,6 +57,10 @@ class Cause(StrEnum):
     VIEW_OF_INPUT_V1 = "view_of_input_v1"
     # the graph output uses the buffer after the write
     OUTPUT_ALIAS = "output_alias"
+    # two or more ATen writes through views of one graph input in one region (K into ``kv[0]``, then V into
+    # ``kv[1]``): only the last write's result is copied back into the input, so Inductor keeps each earlier one
+    # functional (``should_reinplace_scatter``), a copy of the whole input, whatever it writes (``[:0]`` included)
+    CHAINED_WRITES = "chained_writes"
     # anything else: the replay's reason plus Inductor's own log line
     OTHER = "other"
 
@@ -289,6 +293,9 @@ class FindingKind(StrEnum):
     CACHE_ALIASING = "cache_aliasing"
     # a named pool no compiled region received
     POOL_NOT_RECEIVED = "pool_not_received"
+    # the generated code fills buffers from a pool that the check's copies do not account for (or the reverse):
+    # the engine gate's cross-check of a region, each buffer named
+    GENERATED_CODE_DISAGREES = "generated_code_disagrees"
     # a region (or op) the check could not analyse (a BlindSpot), or could not decide for another reason
     UNDECIDED = "undecided"
     # the compiled run differs from eager (``verify``)

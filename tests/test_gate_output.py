@@ -123,14 +123,16 @@ def test_bytes_per_call_are_per_region_never_summed_across_regions() -> None:
     assert bytes_per_call(uneven) == "region 0: 65536, region 2: 131072 B/call"
 
 
-def test_the_verdict_column_names_pools_and_the_argument_only_without_one() -> None:
+def test_the_verdict_column_names_pools_and_the_callers_tensor_without_one() -> None:
     o = _outcome(copies=2)
     o.clones = [_copy(n, region=n) for n in range(3)]
     cell = _verdict(o)
     assert cell == "3 clone(s)\nlayer0.v,layer1.v,layer2.v\n131072 B/call in each of 3 regions\n1048576 B/run"
     assert "393216" not in cell  # not the three regions' bytes summed as one call
-    o.clones = [_copy(0, 0, pool=None)]
-    assert _verdict(o).startswith("1 clone(s)\nv_pool\n")  # no pool known: the ATen argument
+    o.clones = [{**_copy(0, 0, pool=None), "input": "kv_cache['v']"}]
+    assert _verdict(o).startswith("1 clone(s)\nkv_cache['v']\n")  # no pool known: the caller's tensor
+    o.clones = [_copy(0, 0, pool=None)]  # a record with no input known either: never the op's argument name
+    assert _verdict(o).startswith("1 clone(s)\nan unnamed input\n") and "v_pool" not in _verdict(o)
 
 
 def test_timings_count_dynamo_in_compile_not_in_run_verify() -> None:

@@ -68,7 +68,7 @@ def test_every_rank_clean_is_one_clean_verdict() -> None:
 def test_copies_are_keyed_by_rank() -> None:
     result = merged(2, 2, expect=(False, False))
     assert result.passed and not result.differences
-    assert result.verdict == "2 ranks, each 2 clone(s) v_pool 6144 B/call"
+    assert result.verdict == "2 ranks, each 2 clone(s) layer0.v 6144 B/call"  # the pools, as the gate table names them
     assert [c["rank"] for c in result.copies()] == [0, 0, 1, 1]
     assert result.to_dict()["clone_bytes_per_run"] == 2 * 12288
 
@@ -76,7 +76,7 @@ def test_copies_are_keyed_by_rank() -> None:
 def test_only_rank_1_cloning_is_reported_as_ranks_that_differ() -> None:
     expected = merged(0, 2, expect=(True, False))
     assert expected.passed and expected.rank_failures == []
-    assert expected.verdict == "ranks differ: rank 0 clean; rank 1 2 clone(s) v_pool 6144 B/call"
+    assert expected.verdict == "ranks differ: rank 0 clean; rank 1 2 clone(s) layer0.v 6144 B/call"
     # negative control: the same runs judged as "every rank clean" fail, naming rank 1 only
     every_clean = merged(0, 2)
     assert not every_clean.passed and every_clean.clean is False

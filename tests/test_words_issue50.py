@@ -9,10 +9,12 @@ import io
 import pytest
 import torch
 
+from compile_checks.findings.evidence import Evidence
+from compile_checks.findings.finders.eager import find_mismatch
 from compile_checks.gate.outcome import Outcome
 from compile_checks.gate.stderr_noise import HeldStderr
 from compile_checks.gate.timing import progress_callback
-from compile_checks.verdict import copy_names, failure_reasons
+from compile_checks.verdict import copy_names
 
 
 def _outcome() -> Outcome:
@@ -20,10 +22,8 @@ def _outcome() -> Outcome:
 
 
 def test_the_diff_verify_returns_is_said_as_absolute() -> None:
-    reasons = failure_reasons(
-        expect_clean=True, clean=True, problems=[], copies=[], eager_match=False, max_abs_diff=0.596
-    )
-    assert reasons == ["compiled != eager (max absolute diff 0.596)"]
+    (finding,) = find_mismatch(Evidence(eager_match=False, max_abs_diff=0.596))
+    assert finding.message == "compiled != eager (max absolute diff 0.596)"
 
 
 def test_dump_progress_says_dump() -> None:

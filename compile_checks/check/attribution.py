@@ -135,13 +135,25 @@ def _add_clones(report: CloneReport, region: Region, inner: InnerGraph, named: b
         if not site_hits:
             # compiled but never run in the session: report the compile-time geometry, run on no call
             site_hits = [None]  # type: ignore[list-item]
+        name = _input_name(region, inner, site)
         for hit in site_hits:
-            clone = _clone(site, region, hit, hits.get(hit, 0) if hit is not None else 0)
-            target = report.other_clones if (named and clone.pool is None) else report.clones
+            clone = _clone(site, region, hit, hits.get(hit, 0) if hit is not None else 0, name)
+            if clone.upper_bound:  # no generated code settled it: undecided, never a copy
+                target = report.undecided
+            else:
+                target = report.other_clones if (named and clone.pool is None) else report.clones
             target.append(clone)
 
 
-def _clone(site: CloneSite, region: Region, hit: object, calls: int) -> SurvivingClone:
+def _input_name(region: Region, inner: InnerGraph, site: CloneSite) -> str:
+    """The caller's tensor a site copies: the dynamo source of its graph input (Inductor's inner graph takes
+    the dynamo graph's inputs in order), else ``input N``; never the ATen argument it is passed as."""
+    sources = region.input_sources
+    source = sources[site.placeholder_index] if len(sources) == len(inner.inputs) > site.placeholder_index else None
+    return source or f"input {site.placeholder_index}"
+
+
+def _clone(site: CloneSite, region: Region, hit: object, calls: int, input_name: str | None = None) -> SurvivingClone:
     """One copy entry: the site, the pool and bytes of the calls that hit it, and how many calls did."""
     pool = getattr(hit, "pool", None)
     return SurvivingClone(
@@ -158,6 +170,7 @@ def _clone(site: CloneSite, region: Region, hit: object, calls: int) -> Survivin
         written_bytes=getattr(hit, "written_bytes", sum(g.nbytes for g in site.written)),
         calls=calls,
         upper_bound=site.buffer_is_inductors_choice,
+        input=input_name,
     )
 
 

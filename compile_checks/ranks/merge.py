@@ -10,9 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from compile_checks.findings import Evidence, Verdict, verdict_of
 from compile_checks.ranks.launcher import RankRun
 from compile_checks.ranks.spec import RankedCase
-from compile_checks.verdict import failure_reasons
+from compile_checks.verdict import copy_names, failure_reasons
 
 
 def rank_error(run: RankRun) -> str | None:
@@ -30,13 +31,18 @@ def rank_error(run: RankRun) -> str | None:
     return f"rank {run.rank} {why}; its log ends:\n{tail}"
 
 
+def rank_verdict(result: dict[str, Any], *, expect_clean: bool) -> Verdict:
+    """One rank's verdict against its own expectation (compiled == eager is merged over the ranks)."""
+    evidence = Evidence(report=result["report"], copies=result["clones"], other_copies=result["other_clones"])
+    return verdict_of(evidence, expect_clean=expect_clean)
+
+
 def copies_summary(result: dict[str, Any]) -> str:
     """``clean``, or ``2 clone(s) v_pool 24576 B/call``: one rank's verdict in the gate table's words."""
     copies = [*result["clones"], *result["other_clones"]]
     if not copies:
         return "clean"
-    args = ",".join(sorted({c["arg"] for c in copies}))
-    return f"{len(copies)} clone(s) {args} {sum(c['nbytes'] for c in copies)} B/call"
+    return f"{len(copies)} clone(s) {copy_names(copies)} {sum(c['nbytes'] for c in copies)} B/call"
 
 
 def _signature(result: dict[str, Any]) -> list[tuple[Any, ...]]:
@@ -93,12 +99,8 @@ class RankedResult:
             f"rank {k}: {why}"
             for k, r in sorted(self.results.items())
             for why in failure_reasons(
-                expect_clean=self.ranked.expectation(k),
-                clean=r["clean"],
-                problems=r["problems"],
+                rank_verdict(r, expect_clean=self.ranked.expectation(k)),
                 copies=[*r["clones"], *r["other_clones"]],
-                eager_match=None,
-                max_abs_diff=None,
                 copies_listed=True,
             )
         ]
@@ -150,4 +152,4 @@ class RankedResult:
         }
 
 
-__all__ = ["RankedResult", "copies_summary", "rank_error"]
+__all__ = ["RankedResult", "copies_summary", "rank_error", "rank_verdict"]

@@ -6,9 +6,10 @@ before it is written back) and, for an attention kernel that takes its input in 
 before the write-back, a second copy of the window. None of them is a copy the reinplace pass could
 have avoided (so none is a ``clone``), but each is memory traffic per step.
 
-The generated code is the truth (a full compile): every buffer its wrapper allocates that Inductor
-computed elementwise (a ``Pointwise`` buffer: a gather, a roll, a layout copy, ``k * 1``) from a graph
-input, at least as big as that input, is one (:func:`code_program_copies`); a buffer that stands for a
+The generated code is the truth (a full compile, or the code the default mode generates to settle a
+region): every buffer Inductor's scheduler gives memory of its own that it computed elementwise (a
+``Pointwise`` buffer: a gather, a roll, a layout copy, ``k * 1``) from a graph input, at least as big as
+that input, is one (:func:`code_program_copies`); a buffer that stands for a
 pool copy already reported (its clone site), or that the region returns, is not. Without generated code
 (analysis-only) the post-grad graph shows the ones it can (:mod:`.own_copies`: a roll written back, a
 clone written and kept): Inductor makes each of them, but a layout copy for a kernel's input is not in
@@ -20,14 +21,12 @@ the graph, so ``--full`` may count more. Each call's inputs name the pool
 from __future__ import annotations
 
 import math
-import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import torch
 
-from compile_checks.check.graph.generated_buffers import allocated_names
 from compile_checks.check.graph.own_copies import OwnCopy
 from compile_checks.check.storage_identity import storage_key
 
@@ -41,6 +40,8 @@ class ComputedInfo:
     nbytes: int | None
     pointwise: bool
     origins: frozenset[str] = frozenset()
+    readers: tuple[str, ...] = ()  # the extern kernels (an attention op ...) that take it as an input
+    returned: bool = False  # the graph returns it: the region's output, not a temporary
 
 
 @dataclass(frozen=True)
@@ -75,16 +76,32 @@ def computed_buffers(graph_lowering: Any) -> dict[str, ComputedInfo]:
     """Name -> :class:`ComputedInfo` of every buffer a ``GraphLowering`` registered (read after its codegen)."""
     from torch._inductor import ir
 
-    out: dict[str, ComputedInfo] = {}
+    buffers: list[tuple[str, Any, frozenset[str]]] = []
+    readers: dict[str, list[str]] = {}
     for buf in getattr(graph_lowering, "buffers", ()):
         try:
             name = buf.get_name()
             reads = frozenset(buf.get_read_names())
         except Exception:  # a buffer without a name or reads is none the code allocates for a loop
             continue
+        buffers.append((name, buf, reads))
+        if isinstance(buf, ir.ExternKernel):
+            op = str(getattr(buf, "op_overload", None) or getattr(buf, "python_kernel_name", None) or "")
+            for read in reads:
+                readers.setdefault(read, []).append(op.removeprefix("torch.ops.").removesuffix(".default"))
+    returned = set()
+    for output in getattr(graph_lowering, "graph_outputs", ()) or ():
+        try:
+            returned.add(output.get_name())
+        except Exception:  # a constant or a symbolic size: no buffer
+            continue
+    out: dict[str, ComputedInfo] = {}
+    for name, buf, reads in buffers:
         pointwise = isinstance(buf, ir.ComputedBuffer) and type(getattr(buf, "data", None)) is ir.Pointwise
         origins = frozenset(o.name for o in getattr(buf, "origins", ()) or () if hasattr(o, "name"))
-        out[name] = ComputedInfo(reads, _bytes(graph_lowering, buf), pointwise, origins)
+        out[name] = ComputedInfo(
+            reads, _bytes(graph_lowering, buf), pointwise, origins, tuple(readers.get(name, ())), name in returned
+        )
     return out
 
 
@@ -108,17 +125,14 @@ def _bytes(graph_lowering: Any, buf: Any) -> int | None:
         return None
 
 
-_RETURN = re.compile(r"^\s*return \((.*)\)\s*$", re.M)
-_CALL = re.compile(r"^\s*(?:\w+ = )?((?:torch\.ops|extern_kernels)\.[\w.]+)\((.*)$", re.M)
-
-
 def code_program_copies(
-    code: str,
     buffers: Mapping[str, ComputedInfo],
+    allocated: Collection[str],
     inputs: Mapping[str, int | None],
     claimed: Iterable[str] = (),
 ) -> list[ProgramCopySite]:
-    """The pool-sized buffers the generated ``code`` allocates from a graph input (module docstring).
+    """The pool-sized buffers the generated code gives memory (``allocated``: Inductor's scheduler says, as
+    :func:`compile_checks.check.graph.generated_buffers.lowered_buffers` reads it) computed from a graph input.
 
     ``inputs``: graph input name -> bytes (None: no tensor), in placeholder order; ``claimed``: post-grad
     nodes of the copy sites already reported (their buffers are those copies, not the program's own).
@@ -126,19 +140,16 @@ def code_program_copies(
     claimed = set(claimed)
     order = list(inputs)
     sizes = {n: b for n, b in inputs.items() if b}
-    returned = set(re.findall(r"\b(buf\d+)\b", " ".join(_RETURN.findall(code))))
     sites: list[ProgramCopySite] = []
-    for name in sorted(allocated_names(code), key=_buffer_number):
+    for name in sorted(allocated, key=_buffer_number):
         info = buffers.get(name)
-        if info is None or not info.pointwise or info.nbytes is None or name in returned or info.origins & claimed:
+        if info is None or not info.pointwise or info.nbytes is None or info.returned or info.origins & claimed:
             continue
         sources = [p for p in _inputs_read(name, buffers, sizes) if info.nbytes >= sizes[p]]
         if not sources:
             continue
         source = max(sources, key=lambda p: (sizes[p], -order.index(p)))
-        sites.append(
-            ProgramCopySite(name, source, order.index(source), info.nbytes, _what(code, name, source, info.reads))
-        )
+        sites.append(ProgramCopySite(name, source, order.index(source), info.nbytes, _what(info, source)))
     return sites
 
 
@@ -172,14 +183,12 @@ def _inputs_read(name: str, buffers: Mapping[str, ComputedInfo], inputs: Mapping
     return found
 
 
-def _what(code: str, name: str, source: str, reads: frozenset[str]) -> str:
+def _what(info: ComputedInfo, source: str) -> str:
     """How the program makes the buffer (the line names the pool): the op that takes it as its input, else a
     fused kernel's temporary."""
-    for op, rest in _CALL.findall(code):
-        if re.search(rf"\b{name}\b", rest):
-            op = op.removeprefix("torch.ops.").removesuffix(".default")
-            return f"a copy of the pool as the input of {op}"
-    also = " (with other inputs)" if len(reads - {source}) else ""
+    if info.readers:
+        return f"a copy of the pool as the input of {info.readers[0]}"
+    also = " (with other inputs)" if len(info.reads - {source}) else ""
     return f"computed from the pool{also} into a buffer of its own (a roll, a gather, a layout change)"
 
 
@@ -229,27 +238,6 @@ class ProgramCopyRecorder:
         return out
 
 
-def program_copy_line(copy: Mapping[str, Any]) -> str:
-    """One program copy as the gate prints it (a ``ProgramCopy.to_dict()``)."""
-    pool = f"pool {copy['pool']}" if copy.get("pool") else "an unnamed written input"
-    seen = " (seen in the post-grad graph; --full counts the generated code's)" if copy.get("graph_only") else ""
-    return (
-        f"program copy: {pool}, {copy['nbytes']} B/call on {copy['calls']} call(s), region {copy['region']} "
-        f"{copy['buffer']}: {copy['what']}{seen}"
-    )
-
-
-def program_copy_bytes(copies: Sequence[Mapping[str, Any]]) -> tuple[int, int]:
-    """(bytes per call, bytes per run) of ``copies`` (``ProgramCopy.to_dict()``): each buffer once per call."""
-    per_call: dict[tuple[int, str], int] = {}
-    run = 0
-    for c in copies:
-        key = (c["region"], c["buffer"])
-        per_call[key] = max(per_call.get(key, 0), c["nbytes"])
-        run += c["nbytes"] * c["calls"]
-    return sum(per_call.values()), run
-
-
 __all__ = [
     "ComputedInfo",
     "ProgramCopy",
@@ -259,6 +247,4 @@ __all__ = [
     "computed_buffers",
     "graph_program_copies",
     "input_bytes",
-    "program_copy_bytes",
-    "program_copy_line",
 ]

@@ -19,7 +19,7 @@ import torch.fx
 from torch._higher_order_ops.auto_functionalize import get_mutable_args
 from torch._inductor.fx_passes import reinplace as inductor_reinplace
 
-from compile_checks.check.graph.sites import is_view_scatter
+from compile_checks.check.graph.sites import is_view_scatter, scattered_source
 from compile_checks.explain.refusals.records import Reader, Refusal, op_label
 from compile_checks.explain.refusals.rules import (
     AF_V1,
@@ -67,7 +67,11 @@ def cloned_args(graph: torch.fx.Graph) -> set[tuple[str, tuple[str, ...]]]:
             out |= {(node.name, names) for names, _, key in _candidates(node) if key in decided}
         elif node.target in inductor_reinplace.inplaceable_ops:
             out |= {(node.name, names) for names, _, _ in _candidates(node)}
-        elif _written_back_view_scatter(node) or _scatter_clone_of_input(node) is not None:
+        elif (
+            _written_back_view_scatter(node)
+            or _scatter_clone_of_input(node) is not None
+            or chained_view_scatter(node) is not None
+        ):
             # left functional (a re-inplaced one is a mutating scatter by then), or decomposed into a clone of
             # the input written through a view (a scatter through ``diagonal`` / ``as_strided``)
             out.add((node.name, ("self",)))
@@ -84,6 +88,11 @@ def explain_refusals(graph: torch.fx.Graph) -> list[Refusal]:
             continue
         if _written_back_view_scatter(node):
             why = _scatter_refusal(facts, node)
+            out.append(_refusal(node, op_label(node.target), ("self",), node.args[0], why, None))
+            continue
+        later = chained_view_scatter(node)
+        if later is not None:
+            why = (Cause.CHAINED_WRITES, chained_detail(node, later), [later])
             out.append(_refusal(node, op_label(node.target), ("self",), node.args[0], why, None))
             continue
         is_hop = node.target in (AF_V1, AF_V2)
@@ -161,6 +170,49 @@ def _written_back_view_scatter(node: torch.fx.Node) -> bool:
     base = node.args[0]
     return base.op in PLACEHOLDERS and any(  # type: ignore[union-attr]
         u.target is torch.ops.aten.copy_.default and u.args[0] is base and u.args[1] is node for u in node.users
+    )
+
+
+def chained_view_scatter(node: torch.fx.Node) -> torch.fx.Node | None:
+    """The next write of a view scatter on a graph input that is *not* copied back into it: a later view scatter
+    of its result (``kv[1, :, :n] = v`` after ``kv[0, :, :n] = k``) whose chain reaches the input's ``copy_``.
+
+    Inductor's ``should_reinplace_scatter`` reinplaces a view scatter only when its input and result are realized
+    anyway or its result is copied back into a graph input; the earlier write of such a chain is neither, so it
+    stays functional, and the later write reads it: a buffer the size of the whole input, every call.
+    """
+    if not is_view_scatter(node) or not isinstance(node.args[0], torch.fx.Node):
+        return None
+    base = node.args[0]
+    if base.op not in PLACEHOLDERS or _written_back_view_scatter(node):
+        return None
+    cur, nxt = node, None
+    for _ in range(64):
+        step = next((u for u in cur.users if is_view_scatter(u) and u.args[0] is cur), None)
+        if step is None:
+            break
+        nxt = nxt or step
+        cur = step
+    written_back = any(u.target is torch.ops.aten.copy_.default and u.args[:2] == (base, cur) for u in cur.users)
+    return nxt if nxt is not None and written_back else None
+
+
+def chained_detail(node: torch.fx.Node, later: torch.fx.Node) -> str:
+    """The chained-writes rule in words, with the elements the earlier write moves (0 for a ``[:0]`` write)."""
+    base = cast(torch.fx.Node, node.args[0])
+    src = scattered_source(node)
+    val = src.meta.get("val") if src is not None else None
+    numel = val.numel() if isinstance(val, torch.Tensor) else None
+    empty = (
+        "; this write moves no element (a zero-length slice such as `[:0]`), yet costs the whole copy"
+        if isinstance(numel, int) and numel == 0
+        else ""
+    )
+    return (
+        f"`{node.name}` writes graph input `{base.name}` through a view, and `{later.name}` writes its result "
+        f"again before the one `copy_` back into `{base.name}`: Inductor reinplaces a view write only when its "
+        "result is what is copied back (`should_reinplace_scatter`), so it keeps this earlier write functional, a "
+        f"copy of the whole input that the later write reads{empty}"
     )
 
 
@@ -259,4 +311,4 @@ def _reader_op(node: torch.fx.Node) -> str:
     return op_label(node.target)
 
 
-__all__ = ["cloned_args", "explain_refusals", "reconcile"]
+__all__ = ["chained_detail", "chained_view_scatter", "cloned_args", "explain_refusals", "reconcile"]
