@@ -9,8 +9,7 @@ import io
 import pytest
 import torch
 
-from compile_checks.findings.evidence import Evidence
-from compile_checks.findings.finders.eager import find_mismatch
+from compile_checks.findings import Evidence, collect_findings
 from compile_checks.gate.outcome import Outcome
 from compile_checks.gate.stderr_noise import HeldStderr
 from compile_checks.gate.timing import progress_callback
@@ -22,7 +21,7 @@ def _outcome() -> Outcome:
 
 
 def test_the_diff_verify_returns_is_said_as_absolute() -> None:
-    (finding,) = find_mismatch(Evidence(eager_match=False, max_abs_diff=0.596))
+    (finding,) = [f for f in collect_findings(Evidence(eager_match=False, max_abs_diff=0.596)) if f.kind == "mismatch"]
     assert finding.message == "compiled != eager (max absolute diff 0.596)"
 
 
