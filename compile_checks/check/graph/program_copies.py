@@ -87,7 +87,7 @@ def computed_buffers(graph_lowering: Any) -> dict[str, ComputedInfo]:
         buffers.append((name, buf, reads))
         if isinstance(buf, ir.ExternKernel):
             op = str(getattr(buf, "op_overload", None) or getattr(buf, "python_kernel_name", None) or "")
-            for read in reads:
+            for read in _input_names(buf):
                 readers.setdefault(read, []).append(op.removeprefix("torch.ops.").removesuffix(".default"))
     returned = set()
     for output in getattr(graph_lowering, "graph_outputs", ()) or ():
@@ -103,6 +103,17 @@ def computed_buffers(graph_lowering: Any) -> dict[str, ComputedInfo]:
             reads, _bytes(graph_lowering, buf), pointwise, origins, tuple(readers.get(name, ())), name in returned
         )
     return out
+
+
+def _input_names(kernel: Any) -> set[str]:
+    """The buffers an extern kernel takes as inputs (its own ``get_read_names`` may name only itself)."""
+    names = set()
+    for value in getattr(kernel, "inputs", ()) or ():
+        try:
+            names.add(value.get_name())
+        except Exception:  # a constant, a size: no buffer
+            continue
+    return names
 
 
 def input_bytes(graph_lowering: Any) -> dict[str, int | None]:
