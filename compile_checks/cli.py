@@ -1,9 +1,11 @@
 """``compile-checks`` / ``python -m compile_checks``: gate cases for pool clones, exit with a meaning.
 
-One parser (its grammar: :mod:`compile_checks.cli_parser`), seven subcommands: ``gate [TARGET...]``
+One parser (its grammar: :mod:`compile_checks.cli_parser`), nine subcommands: ``gate [TARGET...]``
 (the default), ``list``, ``dump``, ``report``, ``merge OUT.json...`` (the ``gate --shard K/N --json``
 outputs of a CI matrix as one run), ``scan PATH...`` (audit logged compiles: :mod:`compile_checks.scan`) and
-``repro TARGET`` (one standalone torch-only file for an upstream issue: :mod:`compile_checks.gate.repro`).
+``repro TARGET`` (one standalone torch-only file for an upstream issue: :mod:`compile_checks.gate.repro`),
+``engine`` (a vLLM engine's own compile) and ``init [FOLDER]`` (a ``cases.py`` and the table to start from:
+:mod:`compile_checks.gate.init`).
 The gate's options work before or after the subcommand (``compile-checks --json gate`` ==
 ``compile-checks gate --json``); the report's options follow ``report``. ``--help`` and usage
 errors answer without importing torch.
@@ -171,6 +173,13 @@ def _run(args: argparse.Namespace) -> int:
         return run_merge(args)
     if command == "scan":
         return _scan(args)
+    if command == "init":
+        if any(getattr(args, dest_of(f, kw)) is not None for f, kw in RUN_OPTIONS):
+            raise UsageError("init takes no gate options: compile-checks init [FOLDER] [--force]")
+        from compile_checks.gate.init import run_init  # torch-free
+
+        print("\n".join(run_init(args.init_folder, args.init_force)))
+        return ExitCode.CLEAN
     if command == "engine":
         from compile_checks.pipelines.vllm_engine_command import run_engine  # lazy: imports torch and vLLM
 

@@ -60,6 +60,12 @@ RUN_OPTIONS: list[Option] = [
         "an explanation once per group of copies alike)",
     ),
     _o(
+        "--fail-on-program-copies",
+        **_FLAG,
+        help="fail a case on the pool-sized buffers its program makes from a pool (a roll of a ring cache, a copy "
+        "of the window; default: reported with their bytes, never failing)",
+    ),
+    _o(
         "--inductor-cache",
         metavar="DIR",
         help="also run each case against the Inductor/AOTAutograd caches in DIR (read, never written) and fail "
@@ -77,6 +83,7 @@ NOT_FOR_LIST = {
     "floor",
     "verbose",
     "inductor_cache",
+    "fail_on_program_copies",
 }
 
 # the report's options (after ``report`` only); dest = "report_" + the ReportRequest field
@@ -156,6 +163,16 @@ _SCAN_OPTIONS: list[Option] = [
 ]
 
 
+def _add_case_filter(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "-k",
+        dest="case_filter",
+        action="append",
+        metavar="PATTERN",
+        help="only the cases whose label contains PATTERN or matches it as a glob (repeatable: any of them)",
+    )
+
+
 def dest_of(flags: tuple[str, ...], kw: dict[str, Any]) -> str:
     return kw.get("dest") or flags[0].lstrip("-").replace("-", "_")
 
@@ -177,28 +194,24 @@ def parser() -> argparse.ArgumentParser:
         "5 compiled != eager, 130 interrupted.",
     )
     _add_run_options(p, "")
-    sub = p.add_subparsers(dest="command", metavar="{gate,list,dump,report,merge,scan,engine,repro}")
+    sub = p.add_subparsers(dest="command", metavar="{gate,list,dump,report,merge,scan,engine,repro,init}")
     target_help = "path/to/file.py:NAME or package.module:NAME (a Case, a list, or a zero-arg callable)"
     g = sub.add_parser("gate", help="check cases (targets, pyproject, or the built-in gate); the default")
     g.add_argument("targets", nargs="*", metavar="TARGET", help=target_help)
+    _add_case_filter(g)
     _add_run_options(g, "sub_")
     ls = sub.add_parser(
         "list", help="list the built-in scenarios, or the plan the targets/pyproject/--pipeline/--shard name"
     )
     ls.add_argument("targets", nargs="*", metavar="TARGET", help=target_help)
+    _add_case_filter(ls)
     _add_run_options(ls, "sub_")
     d = sub.add_parser(
         "dump", help="compile cases fully with depyf dumps and an index.md per case (each under its own pipeline)"
     )
     d.add_argument("targets", nargs="*", metavar="TARGET", help=target_help)
     d.add_argument("--out", metavar="DIR", help="the dumps' folder, one subfolder per case (required)")
-    d.add_argument(
-        "-k",
-        dest="dump_filter",
-        action="append",
-        metavar="PATTERN",
-        help="only the cases whose label contains PATTERN or matches it as a glob (repeatable: any of them)",
-    )
+    _add_case_filter(d)
     _add_run_options(d, "sub_")
     m = sub.add_parser(
         "merge",
@@ -232,6 +245,11 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("scan_paths", nargs="+", type=Path, metavar="PATH", help="a trace file or folder, or a dump folder")
     for flags, kw in _SCAN_OPTIONS:
         s.add_argument(*flags, **dict(kw, dest="scan_" + dest_of(flags, kw)))
+    i = sub.add_parser(
+        "init", help="write a cases.py (a clean case and its negative control) and the [tool.compile_checks] table"
+    )
+    i.add_argument("init_folder", nargs="?", type=Path, default=Path(), metavar="FOLDER", help="default: .")
+    i.add_argument("--force", dest="init_force", action="store_true", help="overwrite an existing cases.py")
     from compile_checks.pipelines.vllm_engine_command import add_parser as add_engine_parser  # torch-free
 
     add_engine_parser(sub)

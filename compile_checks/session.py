@@ -76,6 +76,7 @@ class CloneCheck:
         explain: bool = True,
         values: NoValues | None = None,
         check_writes: bool = False,
+        fail_on_program_copies: bool = False,
     ) -> None:
         # a callable is kept and re-read (refresh_pools) so an engine that rebuilds its cache is followed
         self.pools_source = pools
@@ -125,6 +126,8 @@ class CloneCheck:
         )
         # pools freezing=True made constants of a region (compile_checks.check.frozen_pools)
         self.frozen_log = FrozenPoolLog()
+        # the pool-sized buffers the program itself makes fail the check (compile_checks.check.graph.program_copies)
+        self.fail_on_program_copies = fail_on_program_copies
         self.report: CloneReport | None = None
         self.depyf: DepyfDump | None = None  # the guarded depyf session while dumping (its failures)
         self._stack: contextlib.ExitStack | None = None
@@ -210,6 +213,7 @@ class CloneCheck:
         self.probe.received_pools |= frozen_pool_names(self.frozen_log)  # reached, as constants: pool_folded says so
         report = build_report(self.probe, self.pools, self.dump_dir, allow_unanalysed=self.allow_unanalysed)
         report.notes += [unread] if unread else []
+        report.fail_on_program_copies = self.fail_on_program_copies
         report.recompiles = recompile_table(self.probe.regions, self.recompile_log)
         if self.probe.write_watch is not None:
             report.run_findings += self.probe.write_watch.findings()

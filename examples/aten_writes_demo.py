@@ -15,5 +15,6 @@ def step(k, v, new_k, new_v, slots, window):
 
 k, v = torch.zeros(64, 2, 8), torch.zeros(64, 2, 8)
 args = (torch.randn(4, 2, 8), torch.randn(4, 2, 8), torch.arange(60, 64), torch.arange(8))
-report = analyze_pool_clones(step, k, v, *args, pools={"layer0.k": k, "layer0.v": v}, analysis_only=True)
+pools = {"layer0.k": k, "layer0.v": v}
+report = analyze_pool_clones(step, k, v, *args, pools=pools, analysis_only=True)
 print(format_report(report))

@@ -76,7 +76,7 @@ def test_every_problem_of_a_table_is_said_at_once(tmp_path: Path) -> None:
         load_config(path)
     assert str(e.value).splitlines() == [
         f"{path}: unknown key(s) in [tool.compile_checks]: target; valid: targets, pipelines, full, junitxml, "
-        "dump_dir, inductor_cache, scan",
+        "dump_dir, inductor_cache, fail_on_program_copies, scan",
         f"{path}: [tool.compile_checks] full must be a bool (true / false), got int",
     ]
 

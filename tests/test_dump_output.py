@@ -28,8 +28,9 @@ SOURCE = "\n".join(
 def test_side_by_side_keeps_a_long_key_line_whole_and_cuts_context() -> None:
     rows = excerpt(SOURCE, ["clone_default"], context=1)
     block = side_by_side(rows, rows, ("before", "after"))[3:-1]
-    assert all(r[72:75] in (" | ", " |") for r in block)  # the left column stays 72 wide
-    for column in ("".join(r[6:72].rstrip() for r in block), "".join(r[81:].rstrip() for r in block)):
+    assert all(r[48:51] in (" | ", " |") for r in block)  # the left column stays 48 wide
+    assert max(map(len, block)) <= 100  # a docs page's (and a terminal's) 100 columns
+    for column in ("".join(r[6:48].rstrip() for r in block), "".join(r[57:].rstrip() for r in block)):
         assert f"memory_format = torch.contiguous_format, {LONG})" in column  # the key line, whole, wrapped
     context = next(r for r in block if "context = " in r)
     assert context.endswith("~") and LONG not in context  # the negative control: a context line is still cut

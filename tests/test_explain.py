@@ -123,7 +123,7 @@ def test_side_by_side_columns_are_fixed_width() -> None:
     block = side_by_side(left, right, ("before", "after"))
     assert block[0] == "```text" and block[-1] == "```"
     rows = block[3:-1]
-    assert rows[0].index(" | ") == 72 and rows[0].startswith(">   4 view_2 = aten.reshape")
+    assert rows[0].index(" | ") == 48 and rows[0].startswith(">   4 view_2 = aten.reshape")
     assert rows[0].endswith(">  12 clone_default = aten.clone(arg1_1)")
     assert rows[1].strip().startswith("|")  # left column shorter: an empty cell, the right one goes on
 

@@ -219,11 +219,11 @@ def test_dump_index_shows_explanation_side_by_side(tmp_path: Path) -> None:
     assert any(
         row.split(" | ")[1].startswith(">") and f"{c.node} = aten.clone" in row for row in block[2:] if " | " in row
     )
-    assert all(row[72:75] in (" | ", " |") for row in block[2:])  # the left column is 72 wide
+    assert all(row[48:51] in (" | ", " |") for row in block[2:])  # the left column is 48 wide (99 in all)
     # a key line is never cut: the write (longer than the column) goes on under itself, whole
-    keys = [cell for row in block[2:] for cell in (row[:72], row[75:]) if cell.startswith(">")]
+    keys = [cell for row in block[2:] for cell in (row[:48], row[51:]) if cell.startswith(">")]
     assert keys and not any(cell.rstrip().endswith("~") for cell in keys)
-    left = "".join(row[6:72].rstrip() for row in block[2:])
+    left = "".join(row[6:48].rstrip() for row in block[2:])
     assert "_all_bases = [" in left and "auto_functionalized_v2(ar_paging.paged_write" in left
     # the user's source lines are links that resolve from the dump folder
     link = index.split("- mutating call: [", 1)[1].split("\n", 1)[0]

@@ -53,7 +53,7 @@ def test_copies_count_and_a_negative_control_passes() -> None:
 
 def test_eager_mismatch_fails_but_meets_the_verdict() -> None:
     v = verdict_of(Evidence(eager_match=False, max_abs_diff=0.5), expect_clean=True)
-    assert v.verdict_met and not v.passed and finding_lines(v.failing) == ["compiled != eager (max relative diff 0.5)"]
+    assert v.verdict_met and not v.passed and finding_lines(v.failing) == ["compiled != eager (max absolute diff 0.5)"]
 
 
 def test_unanalysed_fails_unless_allowed_and_unreceived_pool_is_said_once() -> None:

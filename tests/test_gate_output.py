@@ -127,12 +127,12 @@ def test_the_verdict_column_names_pools_and_the_callers_tensor_without_one() -> 
     o = _outcome(copies=2)
     o.clones = [_copy(n, region=n) for n in range(3)]
     cell = _verdict(o)
-    assert cell == "3 clone(s) layer0.v,layer1.v,layer2.v 131072 B/call in each of 3 regions, 1048576 B/run"
+    assert cell == "3 clone(s)\nlayer0.v,layer1.v,layer2.v\n131072 B/call in each of 3 regions\n1048576 B/run"
     assert "393216" not in cell  # not the three regions' bytes summed as one call
     o.clones = [{**_copy(0, 0, pool=None), "input": "kv_cache['v']"}]
-    assert _verdict(o).startswith("1 clone(s) kv_cache['v'] ")  # no pool known: the caller's tensor
+    assert _verdict(o).startswith("1 clone(s)\nkv_cache['v']\n")  # no pool known: the caller's tensor
     o.clones = [_copy(0, 0, pool=None)]  # a record with no input known either: never the op's argument name
-    assert _verdict(o).startswith("1 clone(s) an unnamed input ") and "v_pool" not in _verdict(o)
+    assert _verdict(o).startswith("1 clone(s)\nan unnamed input\n") and "v_pool" not in _verdict(o)
 
 
 def test_timings_count_dynamo_in_compile_not_in_run_verify() -> None:

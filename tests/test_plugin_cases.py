@@ -170,7 +170,7 @@ def test_a_check_error_without_copies_is_reported_as_a_check_error() -> None:
         (True, [], ["an unresolvable size"], None, "the check could not decide: an unresolvable size"),
         (True, [_copy()], [], None, "1 pool clone(s) survive reinplacing: ar_paging::paged_write argument 'v_pool'"),
         (False, [], [], None, "negative control stopped cloning: expected a surviving pool clone, found none"),
-        (True, [], [], False, "compiled != eager (max relative diff 0.5)"),
+        (True, [], [], False, "compiled != eager (max absolute diff 0.5)"),
     ],
 )
 def test_plugin_junit_and_table_give_one_reason(expect_clean, clones, errors, eager_match, reason) -> None:

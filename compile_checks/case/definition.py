@@ -76,6 +76,9 @@ class Case(Expectation):
             ``torch.no_grad()``, as an engine runs inference: an ``nn.Module`` built as usual has parameters
             that require grad, and a step without its own ``torch.no_grad()`` would make dynamo trace a
             training graph. False: the step runs with autograd as the caller left it.
+        fail_on_program_copies: fail on the pool-sized buffers the program itself makes from a pool (a roll of
+            a ring cache, a copy of the window as an attention input: ``program_copy``); False (the default):
+            reported with their bytes per call, never failing (``gate --fail-on-program-copies`` sets it).
     """
 
     name: str
@@ -102,6 +105,7 @@ class Case(Expectation):
     reset: Callable[[], Any] | None = None
     inductor_cache: str | os.PathLike[str] | None = None
     no_grad: bool = True
+    fail_on_program_copies: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:

@@ -137,6 +137,7 @@ def check_session(
         analysis_only=analysis_only,
         allow_unanalysed=case.allow_unanalysed,
         values=values,
+        fail_on_program_copies=case.fail_on_program_copies,
     )
 
 

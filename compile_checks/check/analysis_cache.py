@@ -30,8 +30,9 @@ import torch.fx
 from compile_checks.check.graph.aten_writes import whole_pool_passes
 from compile_checks.check.graph.blind_spots import subgraph_mutations
 from compile_checks.check.graph.copies import find_copy_sites, misplaced_write_backs
+from compile_checks.check.graph.fx_helpers import mutated_inputs
 from compile_checks.check.graph.geometry import SymbolBinder, TensorGeometry, geometry_of, symbol_binders
-from compile_checks.check.graph.own_copies import programs_own_copies
+from compile_checks.check.graph.own_copies import OwnCopy, own_copy_records
 from compile_checks.check.graph.sites import CloneSite
 from compile_checks.check.pool_identity import output_ops
 from compile_checks.check.storage_identity import storage_key
@@ -49,6 +50,11 @@ class PostGradAnalysis:
     binders: tuple[SymbolBinder, ...]
     inputs: tuple[TensorGeometry | None, ...]
     blind_spots: tuple[tuple[BlindSpot, str], ...]
+    # the pool-sized buffers of graph inputs the program asks for, as the graph shows them; the placeholders by
+    # name and those the graph writes (compile_checks.check.graph.program_copies)
+    own_copies: tuple[OwnCopy, ...] = ()
+    placeholders: tuple[str, ...] = ()
+    mutated: frozenset[str] = frozenset()
 
 
 def analyse(gm: torch.fx.GraphModule, traced: Collection[torch.fx.Node]) -> PostGradAnalysis:
@@ -56,14 +62,18 @@ def analyse(gm: torch.fx.GraphModule, traced: Collection[torch.fx.Node]) -> Post
     graph = gm.graph
     sites = find_copy_sites(graph, traced)
     clones = {c.clone_node for c in sites}
+    own = own_copy_records(graph)
     return PostGradAnalysis(
         clone_sites=tuple(sites),
         misplaced=tuple(misplaced_write_backs(graph)),
-        notes=tuple(whole_pool_passes(graph, clones) + programs_own_copies(graph)),
+        notes=tuple(whole_pool_passes(graph, clones) + [c.note for c in own]),
         output_ops=tuple(output_ops(graph)),
         binders=tuple(symbol_binders(graph)),
         inputs=tuple(geometry_of(n.meta.get("val")) for n in graph.nodes if n.op == "placeholder"),
         blind_spots=tuple((BlindSpot.HOP_SUBGRAPH, m) for m in subgraph_mutations(gm)),
+        own_copies=tuple(own),
+        placeholders=tuple(n.name for n in graph.nodes if n.op == "placeholder"),
+        mutated=frozenset(ph.name for ph in mutated_inputs(graph)),
     )
 
 

@@ -51,6 +51,8 @@ def build_report(
         for inner in region.inner:
             _add_mutated_args(report, region, inner)
             _add_clones(report, region, inner, named)
+            if inner.program_recorder is not None:
+                report.program_copies += inner.program_recorder.copies(region.index)
             report.errors += [f"region {region.index}: {m}" for m in inner.misplaced]
             report.notes += [f"region {region.index}: {n}" for n in inner.notes]
             recorder = inner.recorder

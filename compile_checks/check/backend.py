@@ -52,6 +52,14 @@ from compile_checks.check.graph.generated_buffers import (
 )
 from compile_checks.check.graph.geometry import StorageRef, SymbolBinder, TensorGeometry
 from compile_checks.check.graph.input_offsets import rebase_input_offsets
+from compile_checks.check.graph.program_copies import (
+    ComputedInfo,
+    ProgramCopyRecorder,
+    code_program_copies,
+    computed_buffers,
+    graph_program_copies,
+    input_bytes,
+)
 from compile_checks.check.graph.sites import CloneSite
 from compile_checks.check.hooks import session_lock, verify_inductor_hooks
 from compile_checks.check.kernel_metrics import kernel_byte_metrics
@@ -100,6 +108,13 @@ class InnerGraph:
     output_ops: list[str] = field(default_factory=list)
     # bytes PyTorch's own ReinplaceCounters counted as missed in this graph's reinplace pass (None: unread)
     reinplace_missed_bytes: int | None = None
+    # the pool-sized buffers the program makes itself (compile_checks.check.graph.program_copies): the post-grad
+    # graph's analysis (its records, placeholders, written inputs); the generated code's buffers and inputs; the
+    # recorder naming their pools per call
+    analysis: Any = None
+    computed: dict[str, ComputedInfo] | None = None
+    input_bytes: dict[str, int | None] = field(default_factory=dict)
+    program_recorder: ProgramCopyRecorder | None = None
 
 
 @dataclass
@@ -243,6 +258,7 @@ class Probe:
                 found = self.analyses.analysed(gm, self._preexisting)  # once per distinct graph (analysis_cache)
                 inner.clone_sites, inner.misplaced = list(found.clone_sites), list(found.misplaced)
                 inner.notes, inner.output_ops = list(found.notes), list(found.output_ops)
+                inner.analysis = found
                 inner.post_grad_code = gm.code
                 inner.binders, inner.inputs = list(found.binders), list(found.inputs)
                 inner.blind_spots = list(found.blind_spots)
@@ -265,6 +281,8 @@ class Probe:
             inner = self._current_inner
             if inner is not None:
                 inner.lowered = {**(inner.lowered or {}), **lowered_buffers(graph_lowering)}
+                inner.computed = {**(inner.computed or {}), **computed_buffers(graph_lowering)}
+                inner.input_bytes = inner.input_bytes or input_bytes(graph_lowering)
                 if inner.settle_gm is not None:
                     raise _StopAfterPostGrad(inner.settle_gm)  # the code has spoken: no kernel is built
             return out
@@ -312,6 +330,8 @@ class Probe:
         inner.recorder = CallRecorder(
             self.pools, inner.clone_sites, inner.functionalized, inner.binders, self.received_pools, inner.inputs
         )
+        mutated = inner.analysis.mutated if inner.analysis is not None else frozenset()
+        inner.program_recorder = ProgramCopyRecorder(self.pools, _program_sites(inner), mutated)
         if inner.nothing_to_lower and not inner.post_grad_seen:
             # Inductor returned the graph's own forward (no post-grad passes, no code): nothing to attribute
             return out
@@ -464,6 +484,18 @@ def _count_calls(
     return run
 
 
+def _program_sites(inner: InnerGraph) -> list[Any]:
+    """The pool-sized buffers the program makes (:mod:`compile_checks.check.graph.program_copies`): from Inductor's
+    records of its generated code when it generated some, else what the post-grad graph shows."""
+    if inner.computed is not None and inner.lowered is not None:
+        claimed = {n for c in inner.clone_sites for n in (c.clone_node, *c.feeds)}
+        allocated = [n for n, b in inner.lowered.items() if b.allocated]
+        return code_program_copies(inner.computed, allocated, inner.input_bytes, claimed)
+    if inner.analysis is None:
+        return []
+    return graph_program_copies(inner.analysis.own_copies, inner.analysis.placeholders)
+
+
 def _record_inputs(out: Any, inner: InnerGraph) -> None:
     """Attribute the real inputs of an Inductor-compiled graph on each call (placeholder order)."""
     current = getattr(out, "current_callable", None)
@@ -473,10 +505,13 @@ def _record_inputs(out: Any, inner: InnerGraph) -> None:
         return
     recorder = inner.recorder
     assert recorder is not None
+    program = inner.program_recorder
 
     def call(args: list[Any]) -> Any:
         inner.calls += 1
         recorder.observe(args)
+        if program is not None:
+            program.observe(args)
         return current(args)
 
     out.current_callable = call

@@ -187,6 +187,11 @@ class CloneReport:
     recompiles: dict[str, dict[str, Any]] = field(default_factory=dict)
     # what went wrong writing the dumps (depyf's error); never a check failure: the verdict stands
     dump_failures: list[str] = field(default_factory=list)
+    # pool-sized buffers the program itself makes from a pool, per call (compile_checks.check.graph.program_copies:
+    # ProgramCopy records); traffic, never a failure unless fail_on_program_copies
+    program_copies: list[Any] = field(default_factory=list)
+    # the program copies fail the check (Case.fail_on_program_copies, gate --fail-on-program-copies)
+    fail_on_program_copies: bool = False
     # region index -> its code (dumps are written from it); not in to_dict
     sources: dict[int, RegionSources] = field(default_factory=dict, repr=False)
 
@@ -277,4 +282,6 @@ class CloneReport:
             "run_findings": [f.to_dict() for f in self.run_findings],
             "recompiles": {k: dict(v) for k, v in self.recompiles.items()},
             "dump_failures": list(self.dump_failures),
+            "program_copies": [c.to_dict() for c in self.program_copies],
+            "fail_on_program_copies": self.fail_on_program_copies,
         }

@@ -243,7 +243,7 @@ def write_dump(report: CloneReport, dump_dir: str, *, fallback: bool) -> CloneRe
 
 # ---- explained graphs: BEFORE_REINPLACE / POST_GRAD files and the side-by-side excerpts ----------
 
-_EXCERPT_WIDTH = 72
+_EXCERPT_WIDTH = 48  # two columns and " | ": 99 columns, a terminal or a docs page of 100
 _COMPACT = (
     (re.compile(r";\s+[\w, =]+= None$"), ""),  # the "x = y = None" frees after each statement
     (re.compile(r"torch\.ops\.higher_order\."), ""),

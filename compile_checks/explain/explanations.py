@@ -8,6 +8,7 @@ pass cloned each mutated argument, and which post-grad pass moved a read below t
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -142,6 +143,24 @@ class Explanation:
         return d
 
 
+_KV_WORDS = frozenset({"k", "v", "key", "value", "keys", "values", "kv"})
+
+
+def looks_like_kv(*names: str | None) -> bool:
+    """Every name reads as a K or V cache (``layer0.k``, ``v_pool``, ``keys``); an unknown name does too."""
+    return all(name is None or _KV_WORDS & set(re.split(r"[^a-z0-9]+", name.lower())) for name in names)
+
+
+def shared_storage_fix(me: str, other: str) -> str:
+    """The ``shared_storage`` fix worded by the two buffers' own names (a latent and a rope cache, not K and V)."""
+    return (
+        f"allocate {me} and {other} as separate tensors; or pass their one allocation whole and take both views "
+        "inside the compiled region (vLLM: hand the attention layer its cache tensor whole, not pre-split views "
+        "of it); the whole-tensor form needs auto_functionalized_v2 (under v1 Inductor clones views of an input: "
+        "see `view_of_input_v1`)"
+    )
+
+
 def fix_for(cause: str, culprit: str | None) -> str:
     if cause == Cause.READ_AFTER_WRITE and culprit is not None:
         template = REORDER_FIX if culprit in _INDUCTOR_REORDER_PASSES else CUSTOM_PASS_FIX
@@ -202,6 +221,7 @@ def explanation_of(
     if moved_by_unnamed_pass:  # a record rebuilt from a trace: a pass moved the read, the trace does not say which
         culprit = None
     conflicts = [Conflict(r.node, r.op, r.user_line, r.wrapper_line) for r in refusal.readers]
+    fix = fix_for(refusal.cause, culprit)
     if refusal.cause == Cause.SHARED_STORAGE:
         other_pool = _pool_of(record, refusal.other_base, probe, pools, (refusal.placeholder, clone.pool))
         other = "/".join(refusal.other_args) or refusal.other_base or "another argument"
@@ -210,6 +230,8 @@ def explanation_of(
             f"{me} shares one storage with {other_desc}; Inductor writes {other_desc} in place and must clone "
             f"the shared storage for {me} ({clone.nbytes} bytes)"
         )
+        if not looks_like_kv(clone.pool or arg, other_pool or other):  # a latent and a rope cache: by their names
+            fix = shared_storage_fix(me, other_desc)
     elif refusal.cause == Cause.READ_AFTER_WRITE:
         first = conflicts[0].describe() if conflicts else "a later node"
         reason = (
@@ -240,7 +262,7 @@ def explanation_of(
         conflicting=conflicts,
         culprit_pass=culprit,
         culprit_verified=verified,
-        fix=fix_for(refusal.cause, culprit),
+        fix=fix,
         write_node=refusal.node,
     )
 

@@ -71,7 +71,7 @@ def plan(args: argparse.Namespace, command: str, mode: Mode, config: GateConfig 
         if isinstance(e, UsageError):
             raise
         raise UsageError(str(e)) from None
-    patterns = getattr(args, "dump_filter", None)
+    patterns = getattr(args, "case_filter", None)
     return select_cases(planned, patterns) if patterns else planned
 
 
@@ -158,7 +158,7 @@ def _run_gate(
     gate_plan, shard = sharded(args, gate_plan)
     options = RunOptions.resolve(args, command, config)
     gate_plan = options.applied(gate_plan)
-    on_done, close = progress_callback(len(gate_plan.cases), not args.no_progress)
+    on_done, close = progress_callback(len(gate_plan.cases), not args.no_progress, command=command)
     t0 = time.perf_counter()
     try:
         jobs = options.jobs if options.jobs is not None else auto_jobs(len(gate_plan.cases))

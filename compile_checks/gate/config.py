@@ -106,6 +106,11 @@ class GateConfig(BaseModel):
     inductor_cache: Path | None = Field(
         None, description="also run every case against the Inductor caches in this directory (gate --inductor-cache)"
     )
+    fail_on_program_copies: StrictBool = Field(
+        False,
+        description="fail a case on the pool-sized buffers its program makes from a pool (a roll, a copy of the "
+        "window): gate --fail-on-program-copies; reported, never failing, otherwise",
+    )
     scan: dict[str, Any] | None = Field(
         None, description="[tool.compile_checks.scan]: what `compile-checks scan` expects (its own table, below)"
     )

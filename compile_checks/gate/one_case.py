@@ -80,6 +80,8 @@ def run_planned(planned: PlannedCase, builder: CaseBuilder, dump_root: Path | No
         if isinstance(case, RankedCase):  # every rank in its own process, each through run_case
             ranked = run_ranked(case, analysis_only=planned.analysis_only, dump_dir=_dump_dir(dump_root, planned.label))
             return outcome_from_ranked(planned, ranked)
+        if planned.fail_on_program_copies and isinstance(case, Case):
+            case = case.replace(fail_on_program_copies=True)
         result = run_case(case, analysis_only=planned.analysis_only, dump_dir=_dump_dir(dump_root, planned.label))
         floor = _floor(planned, case) if planned.floor else None
     except PoolNamingError as e:  # the user's naming, as a target typo is: a usage error (exit 2)

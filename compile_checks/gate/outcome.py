@@ -168,6 +168,7 @@ class Outcome:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
+        d["case"] = self.label  # the table's word for it (``label`` kept: the schema only adds keys)
         compared = self.eager_compared
         verdict = self.verdict
         d.update(

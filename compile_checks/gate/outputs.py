@@ -82,8 +82,9 @@ def _verdict(o: Outcome) -> str:
     if o.clean:
         return "clean"
     per_run = o.report.get("clone_bytes_per_run")
-    run = f", {per_run} B/run" if per_run is not None else ""
-    return _esc(f"{len(o.clones)} clone(s) {copy_names(o.clones)} {bytes_per_call(o.clones)}{run}")
+    run = f"\n{per_run} B/run" if per_run is not None else ""
+    # a line per part: a narrow column folds between them, never inside a pool name
+    return _esc(f"{len(o.clones)} clone(s)\n{copy_names(o.clones)}\n{bytes_per_call(o.clones)}{run}")
 
 
 def _eager(o: Outcome) -> str:
@@ -101,9 +102,15 @@ POST_GRAD_CAPTION = f"{POST_GRAD_MARK}: eager was compared with the {EagerCompar
 def verdict_table(outcomes: Sequence[Outcome], title: str) -> Any:
     post_grad = any(o.eager_compared == EagerCompared.POST_GRAD for o in outcomes)
     t = Table(title=title, caption=POST_GRAD_CAPTION if post_grad else None, caption_justify="left")
+    # the verdict's longest line (its pool names) whole where it can be (at most 40 columns)
+    widest = max((len(line) for o in outcomes for line in _verdict(o).splitlines()), default=0)
     for col in ("case", "pipeline", "mode", "verdict", "expected", "eager==compiled", "graphs", "result", "wall s"):
         # a narrow terminal folds the case label and the verdict (pool names, bytes) rather than cut them off
-        t.add_column(col, overflow="fold" if col in ("case", "verdict") else "ellipsis")
+        t.add_column(
+            col,
+            overflow="fold" if col in ("case", "verdict") else "ellipsis",
+            min_width=min(widest, 40) if col == "verdict" else None,
+        )
     for o in outcomes:
         t.add_row(
             _esc(o.label),
@@ -198,6 +205,9 @@ def case_lines(o: Outcome, verbose: bool = False) -> list[str]:
     every copy with its own), why the case failed, and a dump failure."""
     copies = [*o.clones, *o.other_clones]
     dump_failures = [f"dump failed (the verdict stands): {f}" for f in o.report.get("dump_failures", [])]
+    # the program's own pool-sized buffers: traffic, listed here unless they fail the case (then a reason below)
+    program = [f for f in o.verdict.findings if f.kind == FindingKind.PROGRAM_COPY and not f.fails]
+    dump_failures = [*(f"program copy: {f.message}" for f in program), *dump_failures]
     if o.passed and not o.expect_clean and copies and not verbose:
         return [control_line(o), *dump_failures]
     keys = [alike(c["explanation"]) if c.get("explanation") else "" for c in copies]

@@ -45,6 +45,8 @@ class PlannedCase:
     floor: bool = False  # ``--floor``: also compile it the floor way, per region beside the check
     # ``--inductor-cache DIR``: also run it against the caches in DIR (compile_checks.gate.warm_cache)
     inductor_cache: str | None = None
+    # ``--fail-on-program-copies``: the pool-sized buffers the program makes fail the case (Case field of that name)
+    fail_on_program_copies: bool = False
 
     @property
     def group(self) -> str:

@@ -23,7 +23,8 @@ class RunOptions:
     """Attributes: ``junit``: the JUnit file (``--junitxml``, the table's ``junitxml``); ``dump_root``: where
     each case's dump goes (``dump --out``, ``--dump-dir``, the table's ``dump_dir``); ``inductor_cache``: the
     warm cache every case is also run against; ``floor``: measure the compile floor; ``json`` / ``timings`` /
-    ``verbose``: what is printed; ``jobs``: ``--jobs`` (None: automatic)."""
+    ``verbose``: what is printed; ``jobs``: ``--jobs`` (None: automatic); ``fail_on_program_copies``: the
+    pool-sized buffers a case's program makes from a pool fail it (``--fail-on-program-copies``, the table's key)."""
 
     junit: Path | None = None
     dump_root: Path | None = None
@@ -33,6 +34,7 @@ class RunOptions:
     timings: bool = False
     verbose: bool = False
     jobs: int | None = None
+    fail_on_program_copies: bool = False
 
     @classmethod
     def resolve(cls, args: argparse.Namespace, command: str, config: GateConfig | None) -> RunOptions:
@@ -61,6 +63,8 @@ class RunOptions:
             timings=bool(args.timings),
             verbose=bool(getattr(args, "verbose", None)),
             jobs=args.jobs,
+            fail_on_program_copies=bool(getattr(args, "fail_on_program_copies", None))
+            or bool(config is not None and config.fail_on_program_copies),
         )
 
     def applied(self, gate_plan: GatePlan) -> GatePlan:
@@ -68,6 +72,8 @@ class RunOptions:
         changes: dict[str, Any] = {"floor": True} if self.floor else {}
         if self.inductor_cache is not None:
             changes["inductor_cache"] = self.inductor_cache
+        if self.fail_on_program_copies:
+            changes["fail_on_program_copies"] = True
         if changes:
             gate_plan.cases = [dataclasses.replace(c, **changes) for c in gate_plan.cases]
         return gate_plan

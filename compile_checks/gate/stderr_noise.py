@@ -41,14 +41,15 @@ class HeldStderr:
         self.text = ""
 
     def show(self, *, failed: bool) -> None:
-        """On stderr: failed, everything held, under a header; passed, one line, if anything was held."""
+        """On stderr: failed, everything held, under a header; passed, one line, if anything was held. Blank
+        lines are nothing: held text of only blank lines shows no block."""
         out = sys.stderr
-        lines = self.text.splitlines()
+        lines = [line for line in self.text.splitlines() if line.strip()]
         if not lines:
             return
         if failed:
             print(f"--- stderr of torch, vLLM and the cases during the run ({len(lines)} lines) ---", file=out)
-            out.write(self.text if self.text.endswith("\n") else self.text + "\n")
+            out.write("\n".join(lines) + "\n")
             print("--- end of that stderr ---", file=out)
         else:
             print(f"({len(lines)} lines of torch / vLLM stderr held: --verbose or TORCH_LOGS shows them)", file=out)

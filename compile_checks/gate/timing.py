@@ -48,14 +48,15 @@ def import_torch_comparison(gate_seconds: float, import_torch: Sequence[float]) 
     )
 
 
-def case_line(o: Outcome, done: int, total: int) -> str:
-    """One finished case, plain text (a CI log's live line): ``[3/24] split[vllm] pass 2.1 s``."""
+def case_line(o: Outcome, done: int, total: int, command: str = "gate") -> str:
+    """One finished case, plain text (a CI log's live line): ``gate [3/24] split[vllm] pass 2.1 s`` (``dump
+    [1/4] ...`` for dump)."""
     result = "pass" if o.passed else ("ERROR" if o.error is not None else "FAIL")
-    return f"gate [{done}/{total}] {o.label} {result} {o.wall_seconds:.1f} s"
+    return f"{command} [{done}/{total}] {o.label} {result} {o.wall_seconds:.1f} s"
 
 
 def progress_callback(
-    total: int, enabled: bool, stream: TextIO | None = None
+    total: int, enabled: bool, stream: TextIO | None = None, command: str = "gate"
 ) -> tuple[Callable[[Outcome], None] | None, Callable[[], None]]:
     """The progress display on the real stderr (``enabled``); (callback, close).
 
@@ -69,10 +70,10 @@ def progress_callback(
 
         def line(o: Outcome) -> None:
             count[0] += 1
-            print(case_line(o, count[0], total), file=stream, flush=True)
+            print(case_line(o, count[0], total, command), file=stream, flush=True)
 
         return line, lambda: None
-    bar = tqdm(total=total, desc="gate", unit="case", file=stream, leave=False)
+    bar = tqdm(total=total, desc=command, unit="case", file=stream, leave=False)
 
     def done(o: Outcome) -> None:
         bar.set_postfix_str(o.label)

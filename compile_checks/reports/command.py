@@ -137,7 +137,10 @@ def run_report(req: ReportRequest) -> ExitCode:
     """Validate, run every case through ``run_case``, write the files, compare with the baseline."""
     missing = missing_dependencies()
     if missing:
-        raise UsageError(f"the report needs {', '.join(missing)}: pip install 'compile-checks[reports]'")
+        raise UsageError(
+            f"the report needs {', '.join(missing)}: install the [reports] extra of ar-compile-checks (from a "
+            f"checkout: pip install './ar-compile-checks[reports]'), or pip install {' '.join(missing)}"
+        )
     got = _validate(req)
     _project(req)  # a missing --config file: exit 2 before anything loads
     cases = _load_cases(req)

@@ -39,12 +39,30 @@ def _ms(v: float) -> str:
 
 def display_table(df: pd.DataFrame) -> pd.DataFrame:
     """The human table: essential columns, sizes in KiB/MiB/GiB, ratios to two decimals."""
-    out = df[list(MD_COLUMNS)].copy()
+    columns = dict(MD_COLUMNS)
+    if "program_copies" in df.columns and (df["program_copies"].fillna(0) > 0).any():  # the program's own copies
+        at = list(columns).index("ideal_bytes_per_step")
+        items = list(columns.items())
+        columns = dict([*items[:at], ("program_copy_bytes_per_step", "program copies B/step"), *items[at:]])
+    out = df[list(columns)].copy()
     for col in ("pool_bytes", "extra_bytes_per_step", "ideal_bytes_per_step", "extra_bytes_per_video"):
         out[col] = out[col].map(format_bytes)
+    if "program_copy_bytes_per_step" in out.columns:
+        out["program_copy_bytes_per_step"] = out["program_copy_bytes_per_step"].map(format_bytes)
     out["traffic_ratio"] = out["traffic_ratio"].map(_ratio)
     out["ms_per_step"] = out["ms_per_step"].map(_ms)
-    return out.rename(columns=dict(MD_COLUMNS))
+    return out.rename(columns=columns)
+
+
+def _program_copies_sentence(df: pd.DataFrame) -> list[str]:
+    if "program_copies" not in df.columns or not (df["program_copies"].fillna(0) > 0).any():
+        return []
+    return [
+        "",
+        "program copies = the pool-sized buffers the program itself makes from a pool (a roll of a ring cache, "
+        "a copy of the window as an attention input: `program_copy`), the bytes they write per step (each is "
+        "read at least once too); no reinplacing failure, so not in extra.",
+    ]
 
 
 def markdown_report(df: pd.DataFrame, video_chunks: int) -> str:
@@ -59,6 +77,7 @@ def markdown_report(df: pd.DataFrame, video_chunks: int) -> str:
         "Case.ideal_bytes_per_call, else derived from the graph's writes and gathers). "
         "ratio = (ideal + extra) / ideal. "
         f"Per video = {video_chunks} chunks. ms/step is measured with --measure (n/a otherwise).",
+        *_program_copies_sentence(df),
         "",
         display_table(df).to_markdown(index=False),
         "",

@@ -65,6 +65,10 @@ class TrafficRow:
     surviving_clones: int
     clone_nodes: int
     other_clones: int  # copies of caller tensors that are not a named pool (not in the bytes)
+    # pool-sized buffers the program itself makes from a pool (a roll, a copy of the window: program_copy), and
+    # the bytes they write per step (each read at least once too); not in extra_bytes (no reinplacing failure)
+    program_copies: int
+    program_copy_bytes_per_step: float
     extra_bytes_per_step: float
     clone_bytes_per_step: float  # the copy-in alone (what older reports counted)
     copy_back_bytes_per_step: float
@@ -246,6 +250,10 @@ def _row(
         surviving_clones=len(report.clones),
         clone_nodes=copies,
         other_clones=len(getattr(report, "other_clones", [])),
+        program_copies=len(getattr(report, "program_copies", [])),
+        program_copy_bytes_per_step=per_unit(
+            float(sum(c.nbytes * c.calls for c in getattr(report, "program_copies", []))), run.num_steps
+        ),
         extra_bytes_per_step=extra_step,
         clone_bytes_per_step=per_unit(acc.clone_only_bytes_per_run(nodes), run.num_steps),
         copy_back_bytes_per_step=per_unit(extra_run - acc.clone_only_bytes_per_run(nodes), run.num_steps),

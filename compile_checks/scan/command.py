@@ -12,6 +12,7 @@ that failed (``fail_type`` in its metrics) or logged no post-grad graph.
 from __future__ import annotations
 
 import importlib
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -50,12 +51,18 @@ class ScanRequest:
     imports: tuple[str, ...] = ()
 
 
-def _import(modules: Sequence[str]) -> None:
+def _import(modules: Sequence[str], from_cwd: bool = False) -> None:
+    """Import ``modules``; ``from_cwd``: the user's ``--import`` names, found in the working directory first
+    (as ``python -m`` would: the console script's own folder is what ``sys.path`` starts with)."""
+    cwd = str(Path.cwd())
+    if from_cwd and modules and cwd not in sys.path:
+        sys.path.insert(0, cwd)  # kept: what the module imports later resolves there too
     for name in modules:
         try:
             importlib.import_module(name)
         except ImportError as e:
-            raise UsageError(f"--import {name}: {e}") from None
+            where = f" (looked in the working directory {cwd} and on sys.path)" if from_cwd else ""
+            raise UsageError(f"--import {name}: {e}{where}") from None
 
 
 def _graph_outcome(s: GraphScan, config: ScanConfig) -> Outcome:
@@ -173,7 +180,7 @@ def run_scan(req: ScanRequest) -> ExitCode:
     pools = PoolMap.load(req.pools_file or config.pools_file)
     if req.junitxml is not None:
         check_writable_file(req.junitxml)
-    _import(req.imports)
+    _import(req.imports, from_cwd=True)
     t0 = time.perf_counter()
     try:
         scans = scan_paths(req.paths, pools)

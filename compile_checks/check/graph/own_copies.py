@@ -18,6 +18,8 @@ Pure graph analysis, as :mod:`.aten_writes`; the live check notes each once per 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import torch.fx
 
@@ -76,9 +78,25 @@ def _written_in_place(buffer: torch.fx.Node) -> bool:
     return False
 
 
+@dataclass(frozen=True)
+class OwnCopy:
+    """One of them: the node, the graph input it copies, its bytes, how it is made and the note that says so."""
+
+    node: str
+    placeholder: str
+    nbytes: int
+    what: str
+    note: str
+
+
 def programs_own_copies(graph: torch.fx.Graph) -> list[str]:
     """Notes for the pool-sized buffers of graph inputs the program itself asks for (module docstring)."""
-    out: list[str] = []
+    return [r.note for r in own_copy_records(graph)]
+
+
+def own_copy_records(graph: torch.fx.Graph) -> list[OwnCopy]:
+    """The pool-sized buffers of graph inputs the program itself asks for, as records (module docstring)."""
+    out: list[OwnCopy] = []
     written_back = _written_back_chains(graph)
     for node in graph.nodes:
         if not is_functional_write(node) or is_view_scatter(node) or node in written_back:
@@ -87,11 +105,13 @@ def programs_own_copies(graph: torch.fx.Graph) -> list[str]:
         nbytes = _nbytes(node)
         if root.op != "placeholder" or nbytes is None:
             continue
-        out.append(
+        what = f"{op_name(node.target)} of the pool out of place, its result not written back into it"
+        note = (
             f"{node.name}: {op_name(node.target)} of graph input {root.name} out of place, its result not written "
             f"back into it: a copy of {nbytes} bytes per call the program asks for (a .clone() of the pool written, "
             "an out-of-place update); rebound to a named pool, it is reported as pool_replaced"
         )
+        out.append(OwnCopy(node.name, root.name, nbytes, what, note))
     for node in graph.nodes:
         if not is_clone(node) or node in written_back or not isinstance(node.args[0], torch.fx.Node):
             continue
@@ -99,10 +119,12 @@ def programs_own_copies(graph: torch.fx.Graph) -> list[str]:
         nbytes = _nbytes(node)
         if root.op != "placeholder" or nbytes is None or not _written_in_place(node):
             continue
-        out.append(
+        note = (
             f"{node.name}: a clone of graph input {root.name} that the program writes and does not write back: "
             f"a copy of {nbytes} bytes per call the program asks for (`.clone()` of the pool)"
         )
+        what = "a clone of the pool the program writes and does not write back"
+        out.append(OwnCopy(node.name, root.name, nbytes, what, note))
     for _copy, placeholder, src in write_backs(graph):
         value, _ = view_chain_root(src)
         while is_view_scatter(value):  # ``k[:, -1:] = x`` after the roll: the scatter's base is the rolled value
@@ -113,12 +135,14 @@ def programs_own_copies(graph: torch.fx.Graph) -> list[str]:
         nbytes = _nbytes(value)
         if not reads or nbytes is None or nbytes < (_nbytes(placeholder) or 0):
             continue
-        out.append(
+        note = (
             f"{value.name}: the value written back into {placeholder.name} is computed from it by "
             f"{op_name(value.target)} (a roll or shift of a window): Inductor computes it into a buffer first, "
             f"a copy of {nbytes} bytes per call the program asks for"
         )
+        what = f"the pool computed from itself by {op_name(value.target)} (a roll or shift) before its write-back"
+        out.append(OwnCopy(value.name, placeholder.name, nbytes, what, note))
     return out
 
 
-__all__ = ["programs_own_copies"]
+__all__ = ["OwnCopy", "own_copy_records", "programs_own_copies"]

@@ -16,7 +16,7 @@ def find_mismatch(e: Evidence) -> Iterator[Finding]:
         diff = "?" if e.max_abs_diff is None else f"{e.max_abs_diff:.3g}"
         yield Finding(
             FindingKind.MISMATCH,
-            f"compiled != eager (max relative diff {diff})",
+            f"compiled != eager (max absolute diff {diff})",
             source=FinderSource.RUN,
             details={"max_abs_diff": e.max_abs_diff},
         )
