@@ -176,8 +176,11 @@ def test_top_level_reports_holds_no_alias_modules() -> None:
         "bench.py",
         "bench_full.py",
         "bench_hotpath.py",
+        "bench_production.py",
+        "bench_settle.py",
         "bench_writes.py",
         "bench_writes_dit.py",
+        "cli_args.py",
         "diagram.py",
     ]
     for name in ("reports.cli", "reports.traffic", "reports.plot", "reports.baseline"):
