@@ -104,22 +104,24 @@ def _run(kind: str, mode: str) -> dict[str, Any]:
         raise SystemExit(f"{' '.join(cmd)} gave no JSON (exit {done.returncode}):\n{done.stderr[-3000:]}") from None
 
 
-def measure(rounds: int) -> dict[str, Any]:
+def measure(rounds: int, gate_too: bool = True) -> dict[str, Any]:
     gate: dict[str, dict[str, list[float]]] = {}
     totals: dict[str, list[float]] = {m: [] for m in MODES}
     window: dict[str, dict[str, list[dict[str, Any]]]] = {}
     for r in range(rounds):
         for mode in MODES if r % 2 == 0 else tuple(reversed(MODES)):
-            doc = _run("gate", mode)
+            doc = _run("gate", mode) if gate_too else {"cases": []}
             for case in doc["cases"]:
                 gate.setdefault(case["label"], {m: [] for m in MODES})[mode].append(float(case["wall_seconds"]))
-            totals[mode].append(sum(float(c["wall_seconds"]) for c in doc["cases"]))
+            totals[mode].append(sum(float(c["wall_seconds"]) for c in doc["cases"]) or 1.0)
             for layout, row in _run("window", mode).items():
                 window.setdefault(layout, {m: [] for m in MODES})[mode].append(row)
             print(f"[bench_settle] round {r + 1}/{rounds} settling {mode}: done", flush=True)
     med = statistics.median
     return {
-        "gate": {
+        "gate": None
+        if not gate_too
+        else {
             "total_s": {m: round(med(totals[m]), 2) for m in MODES},
             "on_over_off": round(med(a / b for a, b in zip(totals["on"], totals["off"])), 3),
             "cases": {label: {m: round(med(v[m]), 2) for m in MODES} for label, v in gate.items()},
@@ -141,6 +143,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m reports.bench_settle", description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=2, help="interleaved rounds (default 2)")
     parser.add_argument("--out", type=Path, default=ROOT / "reports" / "results", help="folder for bench_settle.json")
+    parser.add_argument("--window-only", action="store_true", help="skip the built-in gate (the window pattern only)")
     parser.add_argument("--child", choices=("gate", "window"), help=argparse.SUPPRESS)
     parser.add_argument("--mode", choices=MODES, default="on", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -150,7 +153,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _child_window(args.mode)
     from reports.bench_hotpath import machine_facts  # lazy: imports torch
 
-    result = measure(args.rounds)
+    result = measure(args.rounds, gate_too=not args.window_only)
     args.out.mkdir(parents=True, exist_ok=True)
     doc = {
         "command": "python -m reports.bench_settle " + " ".join(argv if argv is not None else sys.argv[1:]),
@@ -158,10 +161,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "rounds": args.rounds,
         **result,
     }
-    (args.out / "bench_settle.json").write_text(json.dumps(doc, indent=2) + "\n")
+    name = "bench_settle_window.json" if args.window_only else "bench_settle.json"
+    (args.out / name).write_text(json.dumps(doc, indent=2) + "\n")
     g = result["gate"]
-    on, off = g["total_s"]["on"], g["total_s"]["off"]
-    print(f"built-in gate, default mode: {on} s settling, {off} s not ({g['on_over_off']}x)")
+    if g is not None:
+        on, off = g["total_s"]["on"], g["total_s"]["off"]
+        print(f"built-in gate, default mode: {on} s settling, {off} s not ({g['on_over_off']}x)")
     for layout, w in result["window"].items():
         print(
             f"window {layout}: settle {w['settle_s_per_region']} s per region; wall {w['wall_s']['on']} s settling, "

