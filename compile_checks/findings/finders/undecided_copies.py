@@ -1,6 +1,5 @@
 """Graph finder: copy sites whose buffer is Inductor's lowering choice that no generated code settled
-(``CloneReport.undecided``): neither a copy nor none. Listed with the fix, never failing: a clean expectation is not
-failed by them (no copy counted) and a negative control is not passed by them (no copy counted either)."""
+(``CloneReport.undecided``): neither a copy nor none, so the case is undecided, never failed or passed by them."""
 
 from __future__ import annotations
 
@@ -26,7 +25,6 @@ def find_undecided_copies(e: Evidence) -> Iterator[Finding]:
         yield dataclasses.replace(
             f,
             kind=FindingKind.UNDECIDED,
-            fails=False,
             message=f"{f.message}: undecided, no generated code said whether Inductor gives it a buffer",
             upper_bound=True,
             fix=SETTLE_FIX,
