@@ -1,5 +1,6 @@
 """Graph finder: copy sites whose buffer is Inductor's lowering choice that no generated code settled
-(``CloneReport.undecided``): neither a copy nor none, so the case is undecided, never failed or passed by them."""
+(``CloneReport.undecided``): never counted as a copy (nor as none), so the case is undecided: it fails as "could not
+decide" whatever it expects, never as a copy a clean case must not have, never passing a negative control."""
 
 from __future__ import annotations
 
