@@ -17,7 +17,7 @@ import torch
 from compile_checks.check.findings import CloneReport, SurvivingClone
 from compile_checks.explain.culprit_pass import GraphRecord, PostGradRecorder
 from compile_checks.explain.refusals.records import Refusal
-from compile_checks.vocab import CAUSES, Cause, CopyKind
+from compile_checks.vocab import CAUSES, Cause, CopyKind, WriteKind
 
 REORDER_FIX = (
     "keep the commit out of reach of `{pass_}`: `torch.compile(fn, options={{'{pass_}': False}})`, or in vLLM "
@@ -65,6 +65,22 @@ FIXES: dict[str, str] = {
         "no elements in Python (`if n: cache[...] = ...`, n a Python int): a `[:0]` write still costs the copy"
     ),
     Cause.OTHER: "see Inductor's reason above; keep the dump (`dump_dir=`) and report it with the graphs",
+}
+# where plain ATen writes need other advice than an opaque op: a view taken inside the region is what they copy
+# (the whole-tensor form FIXES advises for an op is the layout that copies), views passed in are written in place
+ATEN_FIXES: dict[str, str] = {
+    Cause.SHARED_STORAGE: (
+        "allocate K and V as separate tensors (for example `ar_paging.allocate_kv_pool_with_views`); "
+        "or split the `(2, ...)` allocation outside the compiled region and pass `kv[0]` / `kv[1]` as two "
+        "inputs (plain ATen writes into views passed in are written in place); do not pass it whole to take "
+        "`kv[0]` / `kv[1]` inside: ATen writes through views taken inside the region copy it "
+        "(`view_not_written_back`)"
+    ),
+    Cause.VIEW_NOT_WRITTEN_BACK: (
+        "pass the compiled region the tensors it writes: split a `(2, ...)` cache outside it and pass `kv[0]` / "
+        "`kv[1]` as two inputs, or allocate K and V apart; plain ATen writes through a view taken inside the "
+        "region are copied whole"
+    ),
 }
 
 
@@ -139,10 +155,14 @@ class Explanation:
         return d
 
 
-def fix_for(cause: str, culprit: str | None) -> str:
+def fix_for(cause: str, culprit: str | None, write_kind: str = WriteKind.OPAQUE_OP) -> str:
+    """The fix of ``cause``: the pass to switch off for a moved read; for a layout, by how the pool is written
+    (``write_kind``: an opaque op, or plain ATen writes, which copy the whole-tensor form an op is fine with)."""
     if cause == Cause.READ_AFTER_WRITE and culprit is not None:
         template = REORDER_FIX if culprit in _INDUCTOR_REORDER_PASSES else CUSTOM_PASS_FIX
         return template.format(pass_=culprit)
+    if write_kind == WriteKind.ATEN and cause in ATEN_FIXES:
+        return ATEN_FIXES[cause]
     return FIXES[cause]
 
 
@@ -237,7 +257,7 @@ def explanation_of(
         conflicting=conflicts,
         culprit_pass=culprit,
         culprit_verified=verified,
-        fix=fix_for(refusal.cause, culprit),
+        fix=fix_for(refusal.cause, culprit, refusal.write_kind),
         write_node=refusal.node,
     )
 
@@ -308,6 +328,7 @@ def explain_report(report: CloneReport, probe: Any, check: Any) -> CloneReport:
 
 
 __all__ = [
+    "ATEN_FIXES",
     "FIXES",
     "UNNAMED_PASS",
     "Conflict",
