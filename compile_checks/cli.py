@@ -22,9 +22,12 @@ Exit codes, every subcommand (the docs' exit-code page is generated from this ta
          report: a case's clones or extra bytes grew against ``--baseline``
     2    usage error: bad option, unknown scenario, bad target, bad ``[tool.compile_checks]`` table,
          a pool named twice or overlapping another (found when its case runs),
+         engine: no model folder, ``--max-tokens`` below 1, bad ``--llm-kwargs``, an engine that compiles nothing,
          report: unreadable or invalid baseline / bench CSV, the report extra not installed
-    3    an output path (``--junitxml``, ``--dump-dir``, ``--out``, ``--write-baseline``) cannot be written
-    4    a case failed to compile (or the check itself failed); one line per case says why
+    3    an output path (``--junitxml``, ``--dump-dir``, ``--out``, ``--write-baseline``, ``engine --json``)
+         cannot be written
+    4    a case failed to compile (or the check itself failed); one line per case says why;
+         engine: vLLM refused the configuration or crashed, one line says why
     5    every verdict met, but a compiled run differs from its eager reference
     130  interrupted (Ctrl-C)
 When several apply, the first in the order 2, 3, 4, 1, 5 wins. Usage and output problems are found
@@ -150,7 +153,7 @@ def _repro(args: argparse.Namespace) -> int:
         path = run_repro(args.repro_target, args.repro_case, args.repro_out)
     except ValueError as e:
         raise UsageError(str(e)) from None
-    print(f"wrote {path}: run it with python (exit 1: Inductor copies or writes wrong)")
+    print(f"wrote {path}: run it with python (exit 1: reproduced; 2: the gate's finding not reproduced; 0: ok)")
     return ExitCode.CLEAN
 
 

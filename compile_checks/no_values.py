@@ -63,6 +63,11 @@ class NoValues:
         if what not in self.skipped:
             self.skipped.append(what)
 
+    @property
+    def built(self) -> str:
+        """How the case's tensors were built, for a message: ``on meta`` / ``under FakeTensorMode``."""
+        return "on meta" if self.storage == Storage.META else "under FakeTensorMode"
+
     def note(self) -> str:
         """The one note a report gets: why the verdict is analysis-only, and what was not checked."""
         built = "on meta (compiled as FakeTensors)" if self.storage == Storage.META else "as FakeTensors"

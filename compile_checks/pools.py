@@ -38,16 +38,16 @@ class PoolNamingError(CompileChecksError, ValueError):
 def validate_pools(pools: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """The mapping as a dict, after checking every value is a tensor named once, none overlapping."""
     out: dict[str, torch.Tensor] = {}
-    seen: list[tuple[str, torch.Tensor]] = []
+    # pools grouped by storage (its identity, not its address: every meta / fake storage reports address 0):
+    # only pools of one storage can overlap, so each pool is keyed once and compared within its group
+    by_storage: dict[tuple[torch.device, int], list[tuple[str, torch.Tensor]]] = {}
     for name, t in pools.items():
         if not isinstance(name, str) or not name:
             raise PoolNamingError(f"pool names must be non-empty strings, got {name!r}")
         if not isinstance(t, torch.Tensor):
             raise PoolNamingError(f"pool {name!r} is a {type(t).__name__}, not a tensor")
+        seen = by_storage.setdefault((t.device, storage_key(t)), [])
         for other, u in seen:
-            # by the storage's identity, not its address: every meta / fake storage reports address 0
-            if t.device != u.device or storage_key(t) != storage_key(u):
-                continue
             ref, uref = StorageRef.of(t), StorageRef.of(u)
             # by elements, not byte span: kv[:, 0] / kv[:, 1] of a (blocks, 2, ...) cache interleave, sharing none
             if views_overlap(ref.geometry, uref.geometry):

@@ -1,19 +1,18 @@
 """Whether a case met its expectation, why not, and how a surviving copy reads: decided here, once.
 
-Plain functions over plain values (torch-free), so the in-process ``CaseResult``, the gate's
-cross-process ``Outcome``, the pytest plugin, the JUnit writer and the gate's table reach the
-same verdict and print the same words.
+Plain functions over plain values (torch-free): the verdict itself is
+:class:`compile_checks.findings.Verdict`, computed once from a case's findings; this module words it
+(why a case failed, how a copy reads), so the in-process ``CaseResult``, the gate's cross-process
+``Outcome``, the pytest plugin, the JUnit writer and the gate's table print the same words.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from compile_checks.vocab import CopyKind
-
-if TYPE_CHECKING:
-    from compile_checks.check.findings import SurvivingClone
+from compile_checks.findings import UNDECIDED_KINDS, Finding, Verdict, finding_lines
+from compile_checks.vocab import CopyKind, FindingKind
 
 NEGATIVE_CONTROL_LOST = (
     "negative control stopped cloning: expected a surviving pool clone, found none "
@@ -21,33 +20,25 @@ NEGATIVE_CONTROL_LOST = (
 )
 
 
-def verdict_met(*, expect_clean: bool, clean: bool | None, problems: Sequence[str]) -> bool:
-    """The copy verdict is the expected one, from a usable check (an error or blind spot fails both ways).
-
-    ``clean``: no copy survived (``CloneReport.clean``); None when the case reached no verdict.
-    """
-    return clean is not None and not problems and clean == expect_clean
-
-
-def case_passed(*, expect_clean: bool, clean: bool | None, problems: Sequence[str], eager_match: bool | None) -> bool:
-    """:func:`verdict_met`, and the compiled run matched eager where the case checks it."""
-    return verdict_met(expect_clean=expect_clean, clean=clean, problems=problems) and eager_match is not False
+def _ordered(failing: Sequence[Finding]) -> list[Finding]:
+    """What kept the check from a verdict first, then every other failing finding, in finder order."""
+    return sorted(failing, key=lambda f: f.kind not in UNDECIDED_KINDS)
 
 
 def failure_reasons(
+    verdict: Verdict,
     *,
-    expect_clean: bool,
-    clean: bool | None,
-    problems: Sequence[str],
     copies: Sequence[Mapping[str, Any]],
-    eager_match: bool | None,
-    max_abs_diff: float | None,
     copies_listed: bool = False,
     pipeline: str | None = None,
     retargeted_from: str | None = None,
     observed: Mapping[str, bool] | None = None,
 ) -> list[str]:
-    """Why a case did not pass, one sentence per reason; empty when it passed.
+    """Why a case did not pass, from its :class:`~compile_checks.findings.Verdict`; empty when it passed.
+
+    Each failing finding on its own line (what kept the check from a verdict reads "the check could not
+    decide: ..."; a lost write is a ``lost_write`` line), its cause and fix after it
+    (:func:`compile_checks.findings.finding_lines`); then the copy verdict, then compiled != eager.
 
     ``copies``: :func:`copy_fields` of every surviving copy; ``copies_listed``: the caller prints
     them itself (one per line), so the reason only counts them. ``pipeline``: the one the case ran
@@ -56,16 +47,16 @@ def failure_reasons(
     and the reason says so (with the per-pipeline ``expect_clean`` that would state it). ``observed``:
     pipeline -> clean of the same case in this run; the suggested ``expect_clean`` states only those.
     """
-    reasons: list[str] = []
+    failing = [f for f in verdict.failing if f.kind != FindingKind.MISMATCH]
+    reasons = finding_lines(_ordered(failing))
+    expect_clean, clean = verdict.expect_clean, verdict.clean
     changed = (pipeline, retargeted_from) if pipeline and retargeted_from and retargeted_from != pipeline else None
-    if problems:
-        reasons.append("the check could not decide: " + "; ".join(problems))
-    if clean is False and expect_clean:
+    if not clean and expect_clean:
         listed = " (each listed on its own line)" if copies_listed else ": " + "; ".join(map(render_copy, copies))
         reasons.append(f"{len(copies)} pool clone(s) survive reinplacing{_under(pipeline)}{listed}")
         if changed:
             reasons.append(_pipeline_changed(True, *changed, observed or {}))
-    if clean is True and not expect_clean:
+    if clean and not expect_clean:
         if changed:
             reasons.append(
                 f"negative control stopped cloning under the {pipeline} pipeline; "
@@ -74,9 +65,7 @@ def failure_reasons(
             )
         else:
             reasons.append(NEGATIVE_CONTROL_LOST + _under(pipeline))
-    if eager_match is False:
-        diff = "?" if max_abs_diff is None else f"{max_abs_diff:.3g}"
-        reasons.append(f"compiled != eager (max relative diff {diff})")
+    reasons += [f.message for f in verdict.of_kind(FindingKind.MISMATCH)]
     return reasons
 
 
@@ -104,30 +93,11 @@ def _pipeline_changed(expect_clean: bool, pipeline: str, own: str, observed: Map
     )
 
 
-def copy_fields(c: SurvivingClone) -> dict[str, Any]:
-    """A surviving copy as plain data (the gate's JSON ``clones`` entries; what :func:`render_copy` reads).
-
-    ``where``: ``file:line`` in the dump, else ``region R node N``; ``explanation``: its one-line
-    summary (None when the check ran without explanations).
-    """
-    where = f"{c.graph_file}:{c.line}" if c.graph_file else f"region {c.region} node {c.node}"
-    return {
-        "op": c.op,
-        "arg": c.arg,
-        "pool": c.pool,
-        "nbytes": c.nbytes,
-        "kind": c.kind,
-        "written_bytes": c.written_bytes,
-        "where": where,
-        "explanation": c.explanation.summary() if c.explanation is not None else None,
-        "shape": list(c.shape),
-        "dtype": str(c.dtype).removeprefix("torch."),
-        "region": c.region,
-        "node": c.node,
-        "calls": c.calls,
-        "upper_bound": c.upper_bound,
-        "input": c.input,
-    }
+def copy_fields(c: Any) -> dict[str, Any]:
+    """A surviving copy (``compile_checks.check.findings.SurvivingClone``) as plain data: the gate's JSON
+    ``clones`` entries, what :func:`render_copy` reads (:meth:`SurvivingClone.fields`)."""
+    fields: dict[str, Any] = c.fields()
+    return fields
 
 
 def _bytes_per_call_range(copies: Sequence[Mapping[str, Any]]) -> dict[int, tuple[int, int]]:
@@ -198,7 +168,7 @@ def render_copy(d: Mapping[str, Any]) -> str:
     if "node" in d and where != f"region {d['region']} node {d['node']}":  # a dump file: name the node too
         where = f"region {d['region']} node {d['node']}, {where}"
     rank = f"rank {d['rank']}: " if d.get("rank") is not None else ""  # a ranked case's copy (compile_checks.ranks)
-    bound = " (an upper bound: Inductor may give it no buffer; --full settles it)" if d.get("upper_bound") else ""
+    bound = " (undecided: no generated code said whether Inductor gives it a buffer)" if d.get("upper_bound") else ""
     text = (
         f"{rank}{d['op']} argument {d['arg']!r} ({pool}): {what} of {d['nbytes']} bytes{shape}{back}{bound} at {where}"
     )
@@ -209,10 +179,8 @@ __all__ = [
     "NEGATIVE_CONTROL_LOST",
     "bytes_by_region",
     "bytes_per_call",
-    "case_passed",
     "copy_fields",
     "copy_names",
     "failure_reasons",
     "render_copy",
-    "verdict_met",
 ]

@@ -305,6 +305,9 @@ class FindingKind(StrEnum):
     CACHE_ALIASING = "cache_aliasing"
     # a named pool no compiled region received
     POOL_NOT_RECEIVED = "pool_not_received"
+    # the generated code fills buffers from a pool that the check's copies do not account for (or the reverse):
+    # the engine gate's cross-check of a region, each buffer named
+    GENERATED_CODE_DISAGREES = "generated_code_disagrees"
     # a region (or op) the check could not analyse (a BlindSpot), or could not decide for another reason
     UNDECIDED = "undecided"
     # the compiled run differs from eager (``verify``)

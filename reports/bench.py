@@ -39,10 +39,10 @@ from tqdm import tqdm
 
 from ar_paging import gather_window, pool_write_chunk
 from compile_checks.check.kernel_metrics import kernel_byte_metrics
-from compile_checks.gate.outdir import writable_dir_problem
 from compile_checks.reports.plot import _size_ticks
 from compile_checks.reports.traffic import MIB, format_bytes
 from reports.bench_hotpath import TABLES, machine_facts
+from reports.cli_args import out_dir
 
 DEFAULT_SIZES_MIB: tuple[int, ...] = (16, 32, 64, 128, 256, 512, 1024)
 
@@ -376,14 +376,11 @@ def write_results(out: Path, df: pd.DataFrame, command: str) -> Path:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = _parser().parse_args(argv)  # usage errors (exit 2) before the run
     if args.rounds < 1 or args.warmup < 0 or any(s < 1 for s in args.sizes_mib):
         print("reports.bench: error: --rounds >= 1, --warmup >= 0, sizes >= 1 MiB", file=sys.stderr)
         return 2
-    problem = writable_dir_problem(args.out)
-    if problem is not None:
-        print(f"reports.bench: error: {problem}", file=sys.stderr)
-        return 3
+    out_dir(_parser(), args.out)
     # A cached FX graph would skip codegen and leave the kernel byte counts at zero.
     inductor_config.force_disable_caches = True
     torch.set_num_threads(max(1, args.threads))

@@ -89,6 +89,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=2, help="interleaved rounds per target (default 2)")
     parser.add_argument("--out", type=Path, default=ROOT / "reports" / "results", help="folder for bench_full.json")
     args = parser.parse_args(argv)
+    from reports.cli_args import out_dir, positive
+
+    out_dir(parser, args.out)
+    positive(parser, "--rounds", args.rounds)
     from reports.bench_hotpath import machine_facts  # lazy: imports torch
 
     rows = measure(args.targets, args.rounds)

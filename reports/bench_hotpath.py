@@ -374,6 +374,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     unknown = [t for t in args.tables if t not in TABLES]
     if unknown:
         parser.error(f"unknown table(s) {unknown}; choose from {list(TABLES)}")
+    if args.out is not None:
+        from reports.cli_args import out_dir
+
+        out_dir(parser, args.out)
     torch.set_num_threads(1)
     debug = "on" if ar_paging.debug_checks_enabled() else "off"
     print(

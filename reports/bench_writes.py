@@ -185,6 +185,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "reports" / "results" / "bench_writes.json")
     parser.add_argument("--point", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if not args.point:  # usage errors before the run, not after it
+        from reports.cli_args import out_file, positive
+
+        out_file(parser, args.out, name="bench_writes.json")
+        positive(parser, "--blocks", *args.blocks)
+        positive(parser, "--sizes-gib", *args.sizes_gib)
+        positive(parser, "--repeats", args.repeats)
+        positive(parser, "--timeout", args.timeout)
     if args.point:  # a child: one point, its result as the last line of stdout
         import torch
 

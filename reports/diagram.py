@@ -176,6 +176,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog=COMMAND, description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--out", type=Path, default=OUT, help=f"the PNG (default: {OUT.relative_to(ROOT)})")
     args = parser.parse_args(argv)
+    from reports.cli_args import out_file
+
+    out_file(parser, args.out, name=OUT.name)
     figures = measure()
     draw(figures, args.out)
     args.out.with_suffix(".json").write_text(json.dumps(figures, indent=2) + "\n")

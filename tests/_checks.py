@@ -93,3 +93,11 @@ def pool_sized_allocations(code: str, pool_bytes: int) -> list[int]:
         if nbytes >= pool_bytes:
             out.append(nbytes)
     return out
+
+
+def without_generated_code(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Analysis-only as it was before it settled Inductor's buffer choices: no graph gets its code generated,
+    so every site of Inductor's choice stays undecided (a negative control's way to unsettle a check)."""
+    from compile_checks.check import backend
+
+    monkeypatch.setattr(backend, "needs_code", lambda sites: False)

@@ -13,7 +13,7 @@ a whole-layer copy on every call, which the gate must fail.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -24,14 +24,16 @@ import torch
 HEAD_DIM = 64
 
 
-def write_model(folder: Path, arch: str) -> Path:
-    """A 2-layer random-weight model (hidden 256, head_dim 64, GQA) of ``arch`` ('llama' or 'qwen2') in ``folder``."""
+def write_model(folder: Path, arch: str, layers: int = 2) -> Path:
+    """A random-weight model (hidden 256, head_dim 64, GQA; ``layers`` layers) of ``arch`` in ``folder``:
+    'llama', 'qwen2', 'phi3' (fused QKV and gate-up projections) or 'gemma2' (a sliding-window layer and a
+    full-attention layer: vLLM's hybrid KV cache manager gives both one allocation)."""
     import transformers
 
     common: dict[str, Any] = {
         "hidden_size": 256,
         "intermediate_size": 512,
-        "num_hidden_layers": 2,
+        "num_hidden_layers": layers,
         "num_attention_heads": 4,
         "head_dim": HEAD_DIM,
         "vocab_size": 512,
@@ -43,8 +45,14 @@ def write_model(folder: Path, arch: str) -> Path:
     elif arch == "qwen2":  # qkv bias, one KV head for four query heads, tied embeddings
         config = transformers.Qwen2Config(num_key_value_heads=1, tie_word_embeddings=True, **common)
         model = transformers.Qwen2ForCausalLM(config)
+    elif arch == "phi3":
+        config = transformers.Phi3Config(num_key_value_heads=2, pad_token_id=0, **common)
+        model = transformers.Phi3ForCausalLM(config)
+    elif arch == "gemma2":  # layer types alternate sliding / full; logit soft-capping
+        config = transformers.Gemma2Config(num_key_value_heads=2, sliding_window=16, **common)
+        model = transformers.Gemma2ForCausalLM(config)
     else:
-        raise ValueError(f"arch must be 'llama' or 'qwen2', got {arch!r}")
+        raise ValueError(f"arch must be 'llama', 'qwen2', 'phi3' or 'gemma2', got {arch!r}")
     torch.manual_seed(0)
     model.save_pretrained(folder)
     return folder
@@ -83,29 +91,42 @@ def _(
     return None
 
 
-def _forward_with_cache_in_graph(
-    self: Any,
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    output_shape: torch.Size | None = None,
-    output_dtype: torch.dtype | None = None,
-) -> torch.Tensor:
-    from vllm.utils.torch_utils import _encode_layer_name
+def forward_writing(write: Callable[[Any, torch.Tensor, torch.Tensor], None]) -> Callable[..., torch.Tensor]:
+    """vLLM's ``Attention.forward`` with its cache write replaced by ``write(layer, key, value)`` (in the graph),
+    then vLLM's own attention op."""
 
-    num_tokens = query.shape[0]
-    output = torch.empty((num_tokens, self.num_heads * self.head_size_v), dtype=query.dtype, device=query.device)
-    hidden = output.shape[-1]
-    query = query.view(-1, self.num_heads, self.head_size)
-    output = output.view(-1, self.num_heads, self.head_size_v)
-    key = key.view(-1, self.num_kv_heads, self.head_size)
-    value = value.view(-1, self.num_kv_heads, self.head_size_v)
+    def forward(
+        self: Any,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        output_shape: torch.Size | None = None,
+        output_dtype: torch.dtype | None = None,
+    ) -> torch.Tensor:
+        from vllm.utils.torch_utils import _encode_layer_name
+
+        num_tokens = query.shape[0]
+        output = torch.empty((num_tokens, self.num_heads * self.head_size_v), dtype=query.dtype, device=query.device)
+        hidden = output.shape[-1]
+        query = query.view(-1, self.num_heads, self.head_size)
+        output = output.view(-1, self.num_heads, self.head_size_v)
+        key = key.view(-1, self.num_kv_heads, self.head_size)
+        value = value.view(-1, self.num_kv_heads, self.head_size_v)
+        write(self, key, value)
+        torch.ops.vllm.unified_attention_with_output(query, key, value, output, _encode_layer_name(self.layer_name))
+        return output.view(-1, hidden)
+
+    return forward
+
+
+def _write_through_two_views(self: Any, key: torch.Tensor, value: torch.Tensor) -> None:
     cache = self.kv_cache  # the layer's cache, a graph input
     blocks, heads, block, _ = cache.shape
     key_cache, value_cache = cache.view(blocks, heads, block * 2, -1).chunk(2, dim=2)
     torch.ops.cc_engine_test.reshape_and_cache(key, value, key_cache, value_cache, self.layer_name)
-    torch.ops.vllm.unified_attention_with_output(query, key, value, output, _encode_layer_name(self.layer_name))
-    return output.view(-1, hidden)
+
+
+_forward_with_cache_in_graph = forward_writing(_write_through_two_views)
 
 
 @contextlib.contextmanager

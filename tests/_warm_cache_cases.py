@@ -3,8 +3,9 @@
 ``fused``: K and V are ``kv[0]`` / ``kv[1]`` of one ``(2, ...)`` allocation (a negative control: cold, Inductor
 clones the shared storage); ``split``: two allocations (the fix; cold, clean); ``other``: split with half the
 slots (another graph: no cache warmed by the other two serves it); ``grown``: fused, driven with pools of 48, 56
-and 64 slots (48 compiles with static sizes, 56 recompiles with symbolic ones, 64 reuses that graph). Small: 64
-slots x 2 heads x 64.
+and 64 slots (48 compiles with static sizes, 56 recompiles with symbolic ones, 64 reuses that graph);
+``window``: the read-window-then-slice-write pattern with static sizes (3 chunks of a 12-token cache: three
+graphs, each with copies analysis-only cannot settle). Small: 64 slots x 2 heads x 64.
 """
 
 from __future__ import annotations
@@ -68,3 +69,25 @@ def grown() -> Case:
     return Case(
         "grown", step, pools=lambda: dict(pools), driver=driver, expect_clean=False, fullgraph=True, check_writes=False
     )
+
+
+WINDOW_TOKENS, WINDOW_CHUNK = 12, 4
+
+
+def window_step(k: torch.Tensor, v: torch.Tensor, x: torch.Tensor, start: int, end: int):  # type: ignore[no-untyped-def]
+    """Read the window, slice-write the new chunk, then use the old window beside the new one."""
+    old_k, old_v = k[:, :end] * 1, v[:, :end] * 1
+    k[:, start:end] = x
+    v[:, start:end] = x * 2
+    return old_k + k[:, :end], old_v + v[:, :end]
+
+
+def window() -> Case:
+    """The window pattern, static sizes: 3 chunks of a 12-token cache (one graph per chunk)."""
+    k, v = torch.zeros(1, WINDOW_TOKENS, HEADS, 8), torch.zeros(1, WINDOW_TOKENS, HEADS, 8)
+    x = torch.randn(3, 1, WINDOW_CHUNK, HEADS, 8, generator=torch.Generator().manual_seed(0))
+
+    def driver(compiled):  # type: ignore[no-untyped-def]
+        return [compiled(k, v, x[i], i * WINDOW_CHUNK, (i + 1) * WINDOW_CHUNK) for i in range(3)]
+
+    return Case("window", window_step, pools={"k": k, "v": v}, driver=driver, fullgraph=True, dynamic=False)

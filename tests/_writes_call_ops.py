@@ -4,6 +4,7 @@ negative indices, and an op that keeps Python state of its own.
 
 Each ``hidden_*`` op writes the tensor in ``CONTEXT["pool"]`` with ``mutates_args=()`` and returns a
 size-0 dummy: called without using the dummy, the compiled region never writes (a planted dropped write).
+``kv_write`` declares writing both K and V (a paged write of a layer's two pools).
 """
 
 from __future__ import annotations
@@ -54,6 +55,14 @@ def counted_write(pool: torch.Tensor, k: torch.Tensor) -> None:
     pool[COUNTER["next"]] = k
     COUNTER["next"] += 1
 
+
+@torch.library.custom_op("w39_tests::kv_write", mutates_args=("k", "v"))
+def kv_write(k: torch.Tensor, v: torch.Tensor, new_k: torch.Tensor, new_v: torch.Tensor, slots: torch.Tensor) -> None:
+    k[slots] = new_k
+    v[slots] = new_v
+
+
+kv_write.register_fake(lambda k, v, new_k, new_v, slots: None)
 
 for _op in (hidden_fp8_write, hidden_complex_write, hidden_int32_write, hidden_seq_write):
     _op.register_fake(lambda k, rows: _dummy(k))

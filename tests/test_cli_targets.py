@@ -35,7 +35,7 @@ def test_clean_case_and_cloning_negative_control_exit_0(
     code = main(["gate", f"{engine}:gate", "--junitxml", str(junit), "--json"])
     doc = json.loads(capsys.readouterr().out)
     assert code == 0
-    assert doc["schema_version"] == 1 and doc["exit_code"] == 0
+    assert doc["schema_version"] == 2 and doc["exit_code"] == 0
     by = {c["label"]: c for c in doc["cases"]}
     assert by["split_step"]["clean"] is True and by["split_step"]["passed"] is True
     fused = by["fused_control"]

@@ -48,7 +48,11 @@ def test_timings_balance_the_split_longest_first() -> None:
 
 
 def _outcome(label: str, *, clean: bool, expect_clean: bool) -> Outcome:
-    return Outcome(label, "t.py:c/stock", Pipeline.STOCK, expect_clean, True, clean=clean, wall_seconds=1.0)
+    # the verdict is the findings': a case that is not clean has a copy
+    copies = [] if clean else [{"op": "ar::w", "arg": "v", "pool": "layer0.v", "nbytes": 8, "kind": "aten_write_copy"}]
+    return Outcome(
+        label, "t.py:c/stock", Pipeline.STOCK, expect_clean, True, clean=clean, clones=copies, wall_seconds=1.0
+    )
 
 
 def _write_shards(tmp_path: Path, count: int, outcomes: list[Outcome], fingerprint: str = "f" * 16) -> list[Path]:
@@ -161,3 +165,14 @@ def test_two_shards_merge_into_the_unsharded_verdicts(
     assert failing == ["fused_expected_clean"]
     assert main(["merge", *map(str, shard_files)]) == 1  # the table, same exit
     assert "3 case(s), 1 failed" in capsys.readouterr().out
+
+
+def test_merge_refuses_a_shard_of_another_schema_version(tmp_path: Path) -> None:
+    """A version-1 shard's ``check_errors`` held its failing findings too: read as version 2 they would
+    be said twice. Negative control: the same shards at this version merge."""
+    paths = _write_shards(tmp_path, 2, OUTCOMES)
+    assert merge_shards(paths).outcomes
+    old = json.loads(paths[0].read_text())
+    paths[0].write_text(json.dumps({**old, "schema_version": 1}))
+    with pytest.raises(UsageError, match="schema_version 1"):
+        merge_shards(paths)

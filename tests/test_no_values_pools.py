@@ -167,3 +167,25 @@ def test_gate_calls_real_beside_meta_a_usage_error(tmp_path: Path, capsys: pytes
     assert main(["gate", f"{tmp_path / 'mixed.py'}:cases", "--json", "--no-progress"]) == 2
     (case,) = json.loads(capsys.readouterr().out)["cases"]
     assert "real tensor(s) beside meta or fake ones" in case["error"]
+
+
+@pytest.mark.parametrize("kind", BUILDS)
+def test_naming_many_pools_keys_each_pool_once(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 40-block engine names 80 pools before every region call: validating them must not compare every
+    pair (on fake tensors each storage lookup dispatches). The overlap is still refused (negative control)."""
+    import compile_checks.pools as pools_module
+
+    calls: list[int] = []
+
+    def counted(t: torch.Tensor) -> int:
+        calls.append(1)
+        return storage_key(t)
+
+    monkeypatch.setattr(pools_module, "storage_key", counted)
+    with building(kind):
+        layers = [torch.zeros(2, 16, 2, 8).unbind(0) for _ in range(40)]
+    pools = {f"layer{i}.{kv}": t for i, pair in enumerate(layers) for kv, t in zip("kv", pair)}
+    assert list(validate_pools(pools)) == list(pools)
+    assert len(calls) == len(pools)  # once per pool, not once per pair
+    with pytest.raises(PoolNamingError, match=r"overlaps pool 'layer3\.v'"):
+        validate_pools({**pools, "window": layers[3][1][4:8]})

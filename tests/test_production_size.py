@@ -145,3 +145,44 @@ def test_plugin_session_on_fake_pools_sees_the_fused_copy(pool_clone_check: Any)
     (result,) = pool_clone_check.results
     assert [c.pool for c in result.report.clones] == ["layer0.v"] and result.analysis_only
     assert sum(n.startswith(NO_VALUES) for n in result.report.notes) == 1
+
+
+def _four_blocks(monkeypatch: pytest.MonkeyPatch, fused: tuple[int, ...]) -> tuple[Any, list[int]]:
+    """The example's split stack of 4 blocks on meta, the blocks in ``fused`` given fused pools; the result and
+    how many post-grad graphs the check analysed (identical blocks compile to one graph: analysed once)."""
+    import torch
+
+    import compile_checks.check.analysis_cache as analysis_cache
+
+    cases = example()
+    cfg = cases.WAN_SMALL.__class__(**{**cases.WAN_SMALL.__dict__, "num_layers": 4})
+    case = cases.build_case("planted", layout="split", cfg=cfg)
+    cache = case.fn.kv_cache
+    shape = tuple(cache.layers[0].k.shape)
+    for i in fused:  # K and V of this block: two views of one allocation (its V pool is copied)
+        cache.layers[i] = type(cache.layers[i])(*torch.zeros(2, *shape, dtype=cfg.dtype, device="meta").unbind(0))
+    analysed: list[int] = []
+    real_analyse = analysis_cache.analyse
+
+    def counted(*args: Any) -> Any:
+        analysed.append(1)
+        return real_analyse(*args)
+
+    monkeypatch.setattr(analysis_cache, "analyse", counted)
+    return run_case(case.replace(expect_clean=not fused), analysis_only=True), analysed
+
+
+def test_identical_blocks_are_analysed_once_and_attributed_per_block(monkeypatch: pytest.MonkeyPatch) -> None:
+    result, analysed = _four_blocks(monkeypatch, fused=(0, 1, 2, 3))
+    assert len(analysed) == 1  # four identical graphs, one analysis
+    per_block = [(c.pool, c.region, c.nbytes) for c in result.report.clones]
+    assert [p for p, _, _ in per_block] == [f"layer{i}.v" for i in range(4)]  # each block's own pool
+    assert [r for _, r, _ in per_block] == [0, 1, 2, 3] and len({b for _, _, b in per_block}) == 1
+
+
+def test_a_copy_planted_in_one_block_is_that_blocks_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Negative control of the analysis cache: one block unlike the others is analysed on its own."""
+    result, analysed = _four_blocks(monkeypatch, fused=(2,))
+    assert len(analysed) == 2  # the split graph once, the planted block's own
+    assert [(c.pool, c.region) for c in result.report.clones] == [("layer2.v", 2)]
+    assert result.passed

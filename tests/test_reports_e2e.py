@@ -12,6 +12,7 @@ from compile_checks.cli import main
 from compile_checks.reports.outputs import OUTPUT_FILES
 
 CASES = str(Path(__file__).parent / "report_cases" / "paged_step.py") + ":cases"
+LOST_WRITE = str(Path(__file__).parent / "report_cases" / "lost_write.py") + ":cases"
 
 
 @pytest.mark.compile
@@ -74,6 +75,22 @@ def test_user_cases_get_their_ideal_from_the_graph(tmp_path, capsys) -> None:
     assert df.loc["my_fused", "extra_bytes_per_step"] == 2 * 8192 + 2 * 4096
     assert list(df["status"]) == ["clean", "expected clones"]
     assert "extra_bytes_per_video" not in df.columns  # no steps_per_chunk in meta: no case has one
+
+
+@pytest.mark.compile
+def test_a_lost_write_is_a_failed_row_and_never_the_models_ideal(tmp_path, capsys) -> None:
+    """The report runs the gate's write check: the layout whose commit op AOT drops (undeclared mutation) is the
+    gate's ``lost_write``, not "clean, traffic = ideal", and its graph (no write) never becomes the model's ideal,
+    which would shrink every layout's ideal and inflate the fused layout's ratio (17x -> 25x here)."""
+    out = tmp_path / "report"
+    assert main(["report", LOST_WRITE, "--out", str(out), "--no-progress"]) == 0, capsys.readouterr().err
+    df = pd.read_csv(out / "traffic.csv").set_index("case")
+    assert list(df["status"]) == ["clean", "expected clones", "FAILED"]
+    assert "lost_write on pools k, v" in df.loc["lw_lost", "verdict"]
+    # window of 8 slots read, chunk of 4 tokens written (K and V, 2 heads x 8 fp32 = 64 B a token)
+    assert set(df["ideal_bytes_per_step"]) == {2 * 8 * 64 + 2 * 4 * 64}
+    assert set(df["ideal_source"]) == {"graph, one per model (least of its 3 cases: lw_split)"}
+    assert df.loc["lw_fused", "traffic_ratio"] == pytest.approx((1536 + 24576) / 1536)
 
 
 @pytest.mark.compile

@@ -181,9 +181,18 @@ def test_one_ideal_per_model_the_least_of_its_layouts() -> None:
         kv = torch.zeros(2, slots, 4)
         return {"k": kv[0], "v": kv[1]} if fused else {"k": torch.zeros(slots, 4), "v": torch.zeros(slots, 4)}
 
-    def run(name: str, fn: object, ideal: int, calls: int, source: str = "graph", **kw: object) -> SimpleNamespace:
+    def run(
+        name: str,
+        fn: object,
+        ideal: int,
+        calls: int,
+        source: str = "graph",
+        problems: tuple[str, ...] = (),
+        **kw: object,
+    ) -> SimpleNamespace:
         kw.setdefault("pools", pools(False))
-        return SimpleNamespace(result=SimpleNamespace(case=Case(name, fn, **kw)), calls=calls, ideal=(ideal, source))
+        result = SimpleNamespace(case=Case(name, fn, **kw), report=SimpleNamespace(problems=list(problems)))
+        return SimpleNamespace(result=result, calls=calls, ideal=(ideal, source))
 
     split, fused = run("split", step, 1000, 4), run("fused", step, 3000, 4, pools=pools(True))  # 250 and 750 per call
     alone, stated = run("alone", other, 9000, 3), run("stated", other, 7, 3, source="case")
@@ -197,3 +206,29 @@ def test_one_ideal_per_model_the_least_of_its_layouts() -> None:
     fused = run("fused", step, 6000, 2, meta={"model": "tiny"})  # the cases name their model: one ideal
     one_ideal_per_model([fused, named])
     assert named.ideal[0] == 100 and fused.ideal[0] == 200  # named's 100 per call is the least
+
+
+def test_a_run_that_failed_the_check_is_never_the_models_ideal() -> None:
+    """A lost write (AOT dropped the commit) leaves a graph that writes nothing: the least per call of its model,
+    but not what the model must move. Only runs the check passed (but for copies) set the model's ideal; the failed
+    one is measured against it too. Negative control: the same runs without the finding take the lost one's."""
+    from types import SimpleNamespace
+
+    from compile_checks import Case
+    from compile_checks.reports.tables import one_ideal_per_model
+
+    def runs(problems: tuple[str, ...]) -> list[SimpleNamespace]:
+        def run(name: str, ideal: int, problems: tuple[str, ...] = ()) -> SimpleNamespace:
+            result = SimpleNamespace(
+                case=Case(name, print, meta={"model": "m"}), report=SimpleNamespace(problems=list(problems))
+            )
+            return SimpleNamespace(result=result, calls=2, ideal=(ideal, "graph"))
+
+        return [run("split", 1536), run("fused", 4000), run("lost", 1024, problems)]
+
+    split, fused, lost = runs(("lost_write: pool 'k': ...",))
+    one_ideal_per_model([split, fused, lost])
+    assert split.ideal == fused.ideal == lost.ideal == (1536, "graph, one per model (least of its 3 cases: split)")
+    split, fused, lost = runs(())
+    one_ideal_per_model([split, fused, lost])
+    assert split.ideal[0] == fused.ideal[0] == 1024  # the control: the least graph wins when the check passed

@@ -293,3 +293,19 @@ def test_an_unallowed_blind_spot_is_an_error_row_and_an_allowed_one_is_not() -> 
     assert traffic_row(FakeResult(FakeScenario(name="split", expect_clean=True), report)).status == "ERROR"
     report.allow_unanalysed = True
     assert traffic_row(FakeResult(FakeScenario(name="split", expect_clean=True), report)).status == "clean"
+
+
+def test_a_failing_run_finding_is_a_failed_row_naming_it() -> None:
+    """A lost write the gate reports is the row's status, not a clean row (nor the check's "could not decide")."""
+    from compile_checks.check.writes import WriteFinding
+    from compile_checks.vocab import WriteProblem
+
+    report = _report([])
+    lost = WriteFinding(WriteProblem.LOST_WRITE, "layer0.k", "my::commit", "dim 0 [8-11] differ from eager")
+    report.run_findings = [lost, WriteFinding(WriteProblem.LOST_WRITE, "layer0.v", "my::commit", "same", fails=True)]
+    row = traffic_row(FakeResult(FakeScenario(name="split", expect_clean=True), report))
+    assert row.status == "FAILED" and "lost_write on pools layer0.k, layer0.v" in row.verdict
+    assert "never taken as the model's ideal" in row.verdict
+    # a finding that does not fail (an attributed side-effect write) leaves the row clean
+    report.run_findings = [WriteFinding(WriteProblem.SIDE_EFFECT_WRITE, "layer0.k", "v::w", "attributed", fails=False)]
+    assert traffic_row(FakeResult(FakeScenario(name="split", expect_clean=True), report)).status == "clean"

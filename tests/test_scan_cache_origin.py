@@ -90,6 +90,7 @@ def _trace(
         _record({"inductor_output_code": {"filename": "c.py"}, **IDS}, CALL + harness),
     ]
     records += [_record({"artifact": {"name": name, "encoding": "json"}, **IDS}, "{}") for name in served]
+    records.append(_record({"compilation_metrics": {"compile_id": "0/0", "fail_type": None}, **IDS}))
     d = tmp_path / "trace"
     d.mkdir()
     (d / "dedicated_log_torch_trace_x.log").write_text("\n".join(records) + "\n")
@@ -107,7 +108,7 @@ HITS = (CacheServed.FX_GRAPH.value, CacheServed.AOTAUTOGRAD.value)
 
 
 def _aliasing(case: dict[str, object]) -> list[str]:
-    return [e for e in case["check_errors"] if e.startswith("cache_aliasing:")]  # type: ignore[attr-defined]
+    return [f"{f['kind']}: {f['message']}" for f in case["findings"] if f["kind"] == "cache_aliasing"]  # type: ignore[index]
 
 
 def test_served_graph_compiled_for_one_storage_run_on_two(tmp_path, capsys):

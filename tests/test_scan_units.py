@@ -102,14 +102,26 @@ def _record(meta: dict[str, object], payload: str | None = None) -> str:
     return line + ("".join(f"\n\t{p}" for p in payload.split("\n")) if payload is not None else "")
 
 
-def _trace(tmp_path: Path, *records: str) -> Path:
+IDS = {"frame_id": 0, "frame_compile_id": 0, "attempt": 0}
+
+
+def _metrics(fail_type: str | None = None, fail_reason: str | None = None) -> str:
+    """Dynamo's last record of a compile (torch/_dynamo/utils.py ``record_compilation_metrics``)."""
+    metrics = {"compile_id": "0/0", "co_name": "f", "fail_type": fail_type, "fail_reason": fail_reason}
+    return _record({"compilation_metrics": metrics, **IDS})
+
+
+METRICS = _metrics()
+
+
+def _trace(tmp_path: Path, *records: str, ended: bool = True) -> Path:
+    """A log of ``records``; ``ended``: closed by the compile's compilation_metrics record, as a whole log is."""
     d = tmp_path / "trace"
-    d.mkdir()
-    (d / "dedicated_log_torch_trace_x.log").write_text("\n".join(records) + "\n")
+    d.mkdir(parents=True)
+    (d / "dedicated_log_torch_trace_x.log").write_text("\n".join([*records, *([METRICS] if ended else [])]) + "\n")
     return d
 
 
-IDS = {"frame_id": 0, "frame_compile_id": 0, "attempt": 0}
 DYNAMO = _record(
     {"dynamo_output_graph": {}, **IDS}, "class GraphModule(torch.nn.Module):\n    def forward(self, L_k_):"
 )
@@ -139,6 +151,25 @@ def test_cli_truncated_trace_exits_2(tmp_path, capsys):
     cut = POST_GRAD[: len(POST_GRAD) // 2]  # a job killed while the payload was written
     assert main(["scan", str(_trace(tmp_path, DYNAMO, cut))]) == ExitCode.USAGE
     assert "does not match its logged hash" in capsys.readouterr().err
+
+
+def test_cli_log_cut_at_a_record_boundary_exits_2(tmp_path, capsys):
+    # every record whole, the compile's closing compilation_metrics missing: a job killed between two records
+    assert main(["scan", str(_trace(tmp_path, DYNAMO, POST_GRAD, ended=False))]) == ExitCode.USAGE
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert "compile [0/0] has no compilation_metrics record" in line and "cut short" in line
+
+
+def test_cli_failed_compile_exits_4_not_clean(tmp_path, capsys):
+    # the post-grad graph was logged (clean: the write reinplaced), then Inductor failed: never a clean verdict
+    post_grad = _record({"artifact": {"name": "inductor_post_grad_graph", "encoding": "string"}, **IDS}, REINPLACED)
+    failed = _metrics("InductorError", "RuntimeError: planted codegen failure\nmore lines of it")
+    assert main(["scan", str(_trace(tmp_path, DYNAMO, post_grad, failed, ended=False)), "--json"]) == ExitCode.COMPILE
+    [case] = json.loads(capsys.readouterr().out)["cases"]
+    assert case["error_kind"] == "compile" and "\n" not in case["error"]
+    assert "the compile failed (InductorError: RuntimeError: planted codegen failure)" in case["error"]
+    # its negative control: the same log, the compile ended well
+    assert main(["scan", str(_trace(tmp_path / "ok", DYNAMO, post_grad))]) == ExitCode.CLEAN
 
 
 def test_cli_unknown_format_exits_2(tmp_path, capsys):
@@ -249,7 +280,7 @@ def test_one_log_per_rank(tmp_path, capsys):
     d = tmp_path / "trace"
     d.mkdir()
     for rank in (0, 1):  # LazyTraceHandler names a rank's log dedicated_log_torch_trace_rank_N_*.log
-        (d / f"dedicated_log_torch_trace_rank_{rank}_x.log").write_text(f"{DYNAMO}\n{POST_GRAD}\n")
+        (d / f"dedicated_log_torch_trace_rank_{rank}_x.log").write_text(f"{DYNAMO}\n{POST_GRAD}\n{METRICS}\n")
     assert main(["scan", str(d), "--json"]) == ExitCode.NOT_MET
     labels = [c["label"] for c in json.loads(capsys.readouterr().out)["cases"]]
     assert labels == ["rank0 [0/0]", "rank1 [0/0]"]

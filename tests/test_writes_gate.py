@@ -62,9 +62,10 @@ def test_write_findings_fail_the_gate(cases_file: Path, capsys: pytest.CaptureFi
     assert [f["kind"] for f in by["lost"]["report"]["run_findings"]] == ["lost_write"]
     assert [f["kind"] for f in by["undeclared"]["report"]["run_findings"]] == ["undeclared_write"]
     assert not by["lost"]["passed"] and not by["undeclared"]["passed"]
-    assert any(
-        e.startswith("lost_write: region 0 ") and "call 1 of 1: pool 'cache'" in e for e in by["lost"]["check_errors"]
-    )
+    # a lost write is a finding of its own, with its cause and fix (never among what could not be decided)
+    [lost] = [f for f in by["lost"]["findings"] if f["kind"] == "lost_write"]
+    assert lost["message"].startswith("region 0 ") and "call 1 of 1: pool 'cache'" in lost["message"]
+    assert "dead code" in lost["cause"] and "mutates_args" in lost["fix"] and by["lost"]["check_errors"] == []
     assert main(["gate", f"{cases_file}:bad", "--no-progress"]) == code
     table = capsys.readouterr().out
     assert re.search(r"│ lost +│.*│ lost_write +│.*│ FAIL", table), table

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from compile_checks.case.expectation import Expectation, ExpectClean, normalized_expectation
-from compile_checks.pipelines import EngineCompile
+from compile_checks.pipelines import EngineCompile, pipeline_of
 from compile_checks.vocab import FUNCTIONALIZATIONS, Functionalization, Pipeline, pipeline_named
 
 if TYPE_CHECKING:  # torch is imported lazily: loading a case file must stay cheap
@@ -139,9 +139,9 @@ class Case(Expectation):
                 f"Case {self.name!r}: fullgraph / mode are for the plain compile; with Case.compile pass them to "
                 "your own torch.compile"
             )
-        if self.compile is not None and self.pipeline == Pipeline.VLLM_PIECEWISE:
-            raise ValueError(f"Case {self.name!r}: compile cannot be combined with the vllm-piecewise pipeline")
         expect, pipeline = normalized_expectation(self.name, self.expect_clean, self.pipeline)
+        if self.compile is not None and not pipeline_of(pipeline).engine_compile:
+            raise ValueError(f"Case {self.name!r}: compile cannot be combined with the {pipeline} pipeline")
         object.__setattr__(self, "expect_clean", expect)
         object.__setattr__(self, "pipeline", pipeline)
         if self.inductor_cache is not None:
@@ -171,7 +171,7 @@ class Case(Expectation):
 def pipeline_label(name: str, pipeline: Pipeline) -> str:
     """``name`` on the stock pipeline, ``name[vllm]`` on another: the one label style of tables,
     JUnit test names, dump folders and the built-in cases' names (a name already labelled stays)."""
-    return name if pipeline == Pipeline.STOCK or name.endswith(f"[{pipeline}]") else f"{name}[{pipeline}]"
+    return pipeline_of(pipeline).label(name)
 
 
 __all__ = ["Case", "pipeline_label"]

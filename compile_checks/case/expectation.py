@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from compile_checks.pipelines.kinds import pipeline_of
 from compile_checks.vocab import PIPELINES, Pipeline
 
 ExpectClean = bool | Mapping[Pipeline, bool]
@@ -36,7 +37,7 @@ def normalized_expectation(
     per_pipeline = {Pipeline(p): v for p, v in expect.items()}
     if pipeline in per_pipeline:
         return per_pipeline, pipeline
-    if pipeline != Pipeline.STOCK:  # stock is also the field's default: then the mapping's first key
+    if not pipeline_of(pipeline).default:  # the default pipeline is also the field's: then the mapping's first key
         raise ValueError(
             f"Case {name!r}: pipeline {pipeline} has no expectation in expect_clean (names {', '.join(per_pipeline)})"
         )

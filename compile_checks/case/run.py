@@ -14,14 +14,15 @@ from typing import TYPE_CHECKING, Any
 from compile_checks import verdict
 from compile_checks.case.definition import Case
 from compile_checks.case.run_findings import checks_writes, run_findings
-from compile_checks.case.without_values import without_values
+from compile_checks.case.without_values import values_needed, without_values
+from compile_checks.findings import Verdict, verdict_of
 from compile_checks.pipelines import compile_for_pipeline, resolve
 from compile_checks.vocab import EagerCompared
 
 if TYPE_CHECKING:  # the checker imports torch: loading a case file must stay cheap
-    from compile_checks.api import CloneCheck
     from compile_checks.check.findings import CloneReport
     from compile_checks.no_values import NoValues
+    from compile_checks.session import CloneCheck
 
 
 @dataclass
@@ -80,6 +81,14 @@ class CaseResult:
         return str(self.case.pipeline)
 
     @property
+    def verdict(self) -> Verdict:
+        """Every finding of the run (copies, writes, recompiles, undecided regions, compiled != eager, notes)
+        and what they come to against the case's expectation: computed once, here, by the registered
+        finders (:mod:`compile_checks.findings`); everything below reads it."""
+        evidence = self.report.evidence(notes=self.notes, eager_match=self.eager_match, max_abs_diff=self.max_abs_diff)
+        return verdict_of(evidence, expect_clean=self.case.expects_clean)
+
+    @property
     def check_errors(self) -> list[str]:
         """What kept the check from a verdict besides copies (errors, unanalysed regions, failing run findings)."""
         return list(self.report.problems)
@@ -91,31 +100,20 @@ class CaseResult:
 
     @property
     def verdict_met(self) -> bool:
-        """The copy verdict is ``case.expects_clean``, from a usable check (:func:`verdict.verdict_met`)."""
-        return verdict.verdict_met(
-            expect_clean=self.case.expects_clean, clean=self.report.clean, problems=self.report.problems
-        )
+        """The copy verdict is ``case.expects_clean``, and nothing but compiled != eager fails."""
+        return self.verdict.verdict_met
 
     @property
     def passed(self) -> bool:
         """The verdict met, and the compiled run matched eager (when checked)."""
-        return verdict.case_passed(
-            expect_clean=self.case.expects_clean,
-            clean=self.report.clean,
-            problems=self.report.problems,
-            eager_match=self.eager_match,
-        )
+        return self.verdict.passed
 
     def failure_reasons(self, copies_listed: bool = False) -> list[str]:
-        """Why the case did not pass (:func:`verdict.failure_reasons`); empty when it passed."""
+        """Why the case did not pass (:func:`verdict.failure_reasons` of :attr:`verdict`); empty when it passed."""
         report = self.report
         return verdict.failure_reasons(
-            expect_clean=self.case.expects_clean,
-            clean=report.clean,
-            problems=report.problems,
+            self.verdict,
             copies=[verdict.copy_fields(c) for c in [*report.clones, *report.other_clones]],
-            eager_match=self.eager_match,
-            max_abs_diff=self.max_abs_diff,
             copies_listed=copies_listed,
             pipeline=self.case.pipeline,
         )
@@ -127,7 +125,7 @@ def check_session(
     """The (not yet entered) check session ``case`` is compiled under: its pools, and the pipeline's
     settings with the case's overrides (:func:`compile_checks.pipelines.resolve`); ``values``: the case
     has none (:func:`~compile_checks.case.without_values.without_values`)."""
-    from compile_checks.api import CloneCheck  # lazy: api imports torch; loading a case file stays torch-free
+    from compile_checks.session import CloneCheck  # lazy: it imports torch; loading a case file stays torch-free
 
     settings = resolve(case)
     return CloneCheck(
@@ -158,6 +156,10 @@ def case_result(case: Case, check: CloneCheck, output: Any, *, started: float) -
         matches, diff = case.verify(output)
         result.eager_match, result.max_abs_diff = bool(matches), float(diff)
     result.wall_seconds = time.perf_counter() - started
+    if report.dump_dir is not None:  # the dump's index says the case's verdict (its expectation, eager, recompiles)
+        from compile_checks.explain.dumps import write_index  # lazy: it imports torch
+
+        write_index(report, report.dump_dir, result.verdict)
     return result
 
 
@@ -180,7 +182,7 @@ def run_case(
     check = check_session(case, analysis_only=analysis_only, dump_dir=dump_dir, values=values)
     if case.reset is not None:
         case.reset()
-    with check:
+    with values_needed(values), check:
         compiled = compile_for_pipeline(
             check,
             case.fn,

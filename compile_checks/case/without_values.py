@@ -8,6 +8,8 @@ once, and skips the write checks, ``verify`` and a full compile by what it answe
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the checker imports torch: loading a case file must stay cheap
@@ -32,6 +34,11 @@ def without_values(case: Case) -> tuple[Case, NoValues | None]:
     if case.verify is not None:
         values.skip("the case's verify (compiled == eager)")
     if values.storage == Storage.META:
+        from compile_checks.needs_values import meta_globals_error
+
+        refused = meta_globals_error([case.fn, case.compile, case.driver])  # left on meta: the compile would fail
+        if refused is not None:
+            raise refused
         to_fake = values.to_fake()
         for part in (case.fn, case.compile, case.driver, case.reset, case.pools if callable(case.pools) else None):
             to_fake.swap(part)
@@ -40,4 +47,22 @@ def without_values(case: Case) -> tuple[Case, NoValues | None]:
     return case, values
 
 
-__all__ = ["without_values"]
+@contextlib.contextmanager
+def values_needed(values: NoValues | None) -> Iterator[None]:
+    """Around the run of a case built without values: torch refusing to read a value (``.item()``,
+    ``nonzero``) becomes one :class:`~compile_checks.errors.UsageError` naming the user's line
+    (:mod:`compile_checks.needs_values`)."""
+    try:
+        yield
+    except Exception as e:
+        if values is None:
+            raise
+        from compile_checks.needs_values import needs_values_error
+
+        refused = needs_values_error(e, values.built)
+        if refused is None:
+            raise
+        raise refused from e
+
+
+__all__ = ["values_needed", "without_values"]

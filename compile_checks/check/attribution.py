@@ -136,7 +136,10 @@ def _add_clones(report: CloneReport, region: Region, inner: InnerGraph, named: b
         name = _input_name(region, inner, site)
         for hit in site_hits:
             clone = _clone(site, region, hit, hits.get(hit, 0) if hit is not None else 0, name)
-            target = report.other_clones if (named and clone.pool is None) else report.clones
+            if clone.upper_bound:  # no generated code settled it: undecided, never a copy
+                target = report.undecided
+            else:
+                target = report.other_clones if (named and clone.pool is None) else report.clones
             target.append(clone)
 
 

@@ -1,7 +1,7 @@
 """An instrumented Inductor backend: sees every compiled region's graphs and real inputs.
 
 ``torch.compile(fn, backend=probe.backend)`` goes through ``compile_fx`` as usual;
-for the duration of :func:`instrumented_inductor` two Inductor passes are wrapped
+for the duration of :func:`instrumented_inductor` two Inductor passes and its code generation are wrapped
 (and restored afterwards, whatever happens):
 
 * ``post_grad.reinplace_inplaceable_ops``: read just after (``auto_functionalized*`` nodes then
@@ -10,6 +10,8 @@ for the duration of :func:`instrumented_inductor` two Inductor passes are wrappe
   traced: a clone not among them was added by a pass, the decomposition's or the user's) and
   the final post-grad graph (what Inductor lowers) is read after it returns: its copy sites
   and its blind spots.
+* ``GraphLowering.codegen``: read after it (which buffers the generated code gives memory: settles
+  the copies, :mod:`compile_checks.check.settle`).
 
 The compiled callable of each inner graph is wrapped to attribute every call's real
 inputs to the named pools (:mod:`compile_checks.check.runtime_pools`), and the region callable
@@ -38,28 +40,26 @@ from torch._inductor import compile_fx as compile_fx_module
 from torch._inductor.fx_passes import post_grad as post_grad_module
 from torch._inductor.graph import GraphLowering
 
+from compile_checks.check.analysis_cache import AnalysisCache
 from compile_checks.check.backend_object import ProbeBackend
-from compile_checks.check.graph.aten_writes import whole_pool_passes
-from compile_checks.check.graph.blind_spots import subgraph_mutations
-from compile_checks.check.graph.copies import find_copy_sites, misplaced_write_backs
 from compile_checks.check.graph.functionalized import FunctionalizedArg, functionalized_calls
 from compile_checks.check.graph.generated_buffers import (
     LoweredBuffer,
     lowered_buffers,
     settle_by_identity,
     settle_inductors_choices,
-    upper_bound_note,
+    undecided_note,
 )
-from compile_checks.check.graph.geometry import StorageRef, SymbolBinder, TensorGeometry, geometry_of, symbol_binders
+from compile_checks.check.graph.geometry import StorageRef, SymbolBinder, TensorGeometry
 from compile_checks.check.graph.input_offsets import rebase_input_offsets
-from compile_checks.check.graph.own_copies import programs_own_copies
 from compile_checks.check.graph.sites import CloneSite
 from compile_checks.check.hooks import session_lock, verify_inductor_hooks
 from compile_checks.check.kernel_metrics import kernel_byte_metrics
-from compile_checks.check.pool_identity import PoolIdentityWatch, output_ops
+from compile_checks.check.pool_identity import PoolIdentityWatch
 from compile_checks.check.recompiles import current_frame
 from compile_checks.check.reinplace_counters import missed_bytes, missed_since
 from compile_checks.check.runtime_pools import CallRecorder, PoolIndex
+from compile_checks.check.settle import current_cache_dir, graph_copy, needs_code, probe_cpu_isa
 from compile_checks.vocab import PHASES, BlindSpot, Phase
 
 
@@ -90,6 +90,12 @@ class InnerGraph:
     generated_code: str = ""
     # each buffer Inductor lowered (name -> the post-grad nodes it came from, its bytes): settles copies by identity
     lowered: dict[str, LoweredBuffer] | None = None
+    # analysis-only: a site is Inductor's choice, so Inductor generates this graph's code to settle it
+    # (compile_checks.check.settle); the post-grad graph still runs
+    settling: bool = False
+    settle_gm: torch.fx.GraphModule | None = field(default=None, repr=False)  # what runs once the code is read
+    # why a site of Inductor's choice stayed unsettled (no generated code), for its note
+    unsettled: str = ""
     # the op producing each output of the post-grad graph (names what made a pool a region replaced)
     output_ops: list[str] = field(default_factory=list)
     # bytes PyTorch's own ReinplaceCounters counted as missed in this graph's reinplace pass (None: unread)
@@ -153,8 +159,9 @@ class Probe:
     """Collects :class:`Region` records while compiling; see :func:`instrumented_inductor`."""
 
     regions: list[Region] = field(default_factory=list)
-    # True: stop each compile after the post-grad passes and run the post-grad FX graph itself
-    # (no Inductor lowering / C++ codegen: the verdict is the same, kernel bytes are 0)
+    # True: stop each compile after the post-grad passes and run the post-grad FX graph itself (no kernel
+    # is built: the verdict is the same, kernel bytes are 0); a graph holding a site of Inductor's buffer
+    # choice first has Inductor generate its code, which settles it (compile_checks.check.settle)
     analysis_only: bool = False
     pools: PoolIndex = field(default_factory=lambda: PoolIndex(None))
     # named pools some compiled graph received on some call
@@ -184,6 +191,9 @@ class Probe:
     restarts: list[str] = field(default_factory=list)
     # compiles that raised (the region never runs): why, for the report's notes
     compile_failures: list[str] = field(default_factory=list)
+    # each distinct post-grad graph's analysis, reused for the graphs equal to it (identical blocks)
+    analyses: AnalysisCache = field(default_factory=AnalysisCache)
+    _cache_dir: str = ""  # Inductor's cache folder outside the current compile's fresh one
 
     def set_pools(self, pools: Mapping[str, torch.Tensor] | None) -> None:
         self.pools = PoolIndex(pools)
@@ -230,19 +240,18 @@ class Probe:
             inner = self._current_inner
             # subgraphs run first (_recursive_post_grad_passes); the top graph is last
             if inner is not None and gm is self._current_gm:
-                inner.clone_sites = find_copy_sites(gm.graph, self._preexisting)
-                inner.misplaced = misplaced_write_backs(gm.graph)
-                clones = {c.clone_node for c in inner.clone_sites}
-                inner.notes = whole_pool_passes(gm.graph, clones) + programs_own_copies(gm.graph)
-                inner.output_ops = output_ops(gm.graph)
-                if self.analysis_only:
-                    inner.notes += [upper_bound_note(c) for c in inner.clone_sites if c.buffer_is_inductors_choice]
+                found = self.analyses.analysed(gm, self._preexisting)  # once per distinct graph (analysis_cache)
+                inner.clone_sites, inner.misplaced = list(found.clone_sites), list(found.misplaced)
+                inner.notes, inner.output_ops = list(found.notes), list(found.output_ops)
                 inner.post_grad_code = gm.code
-                inner.binders = symbol_binders(gm.graph)
-                inner.inputs = [geometry_of(n.meta.get("val")) for n in gm.graph.nodes if n.op == "placeholder"]
-                inner.blind_spots = [(BlindSpot.HOP_SUBGRAPH, m) for m in subgraph_mutations(gm)]
+                inner.binders, inner.inputs = list(found.binders), list(found.inputs)
+                inner.blind_spots = list(found.blind_spots)
                 inner.post_grad_seen = True
-                if self.analysis_only:
+                if self.analysis_only and needs_code(inner.clone_sites):
+                    # only Inductor's code settles these sites: lower on, to its code (wrap_codegen stops there)
+                    inner.settling, inner.settle_gm = True, graph_copy(gm)
+                    probe_cpu_isa(self._cache_dir)  # outside this compile's fresh cache folder
+                elif self.analysis_only:
                     raise _StopAfterPostGrad(gm)
 
         return post_grad_passes
@@ -253,8 +262,11 @@ class Probe:
         @functools.wraps(original)
         def codegen(graph_lowering: Any) -> Any:
             out = original(graph_lowering)
-            if self._current_inner is not None:
-                self._current_inner.lowered = {**(self._current_inner.lowered or {}), **lowered_buffers(graph_lowering)}
+            inner = self._current_inner
+            if inner is not None:
+                inner.lowered = {**(inner.lowered or {}), **lowered_buffers(graph_lowering)}
+                if inner.settle_gm is not None:
+                    raise _StopAfterPostGrad(inner.settle_gm)  # the code has spoken: no kernel is built
             return out
 
         return codegen
@@ -273,26 +285,30 @@ class Probe:
         region.inner.append(inner)
         saved = (self._current_inner, self._current_gm, self._post_grad_seconds, self._post_grad_started)
         self._current_inner, self._current_gm, self._post_grad_seconds, self._post_grad_started = inner, gm, 0.0, None
+        self._cache_dir = current_cache_dir()
         t0 = time.perf_counter()
         try:
             out = compile_fx_module.compile_fx_inner(gm, example_inputs, *args, **kwargs)
         except _StopAfterPostGrad as stop:
             out = _run_fx_graph(stop.gm)
+        except Exception as failed:
+            if inner.settle_gm is None or inner.lowered is not None:
+                raise
+            # Inductor could not generate the code that settles it: the post-grad graph runs, the site is undecided
+            why = (str(failed).strip().splitlines() or [""])[0][:200]
+            inner.unsettled = f"Inductor's code generation raised {type(failed).__name__}: {why}"
+            out = _run_fx_graph(inner.settle_gm)
         finally:
             elapsed, post_grad = time.perf_counter() - t0, self._post_grad_seconds
             prep = elapsed if self._post_grad_started is None else self._post_grad_started - t0
             region.phase_seconds[Phase.INDUCTOR_PREP] += prep
             region.phase_seconds[Phase.POST_GRAD] += post_grad
-            after = Phase.FX_RUNNER if self.analysis_only else Phase.CODEGEN
+            after = Phase.FX_RUNNER if self.analysis_only and not inner.settling else Phase.CODEGEN
             region.phase_seconds[after] += max(0.0, elapsed - prep - post_grad)
             self._current_inner, self._current_gm, self._post_grad_seconds, self._post_grad_started = saved
+            inner.settle_gm = None
         inner.generated_code = str(getattr(out, "source_code", "") or "")
-        if inner.generated_code:  # a full compile: its code settles every copy (by identity when Inductor said)
-            if inner.lowered is not None:
-                inner.clone_sites, settled = settle_by_identity(inner.clone_sites, inner.generated_code, inner.lowered)
-            else:
-                inner.clone_sites, settled = settle_inductors_choices(inner.clone_sites, inner.generated_code)
-            inner.notes += settled
+        self._settle(inner)
         inner.recorder = CallRecorder(
             self.pools, inner.clone_sites, inner.functionalized, inner.binders, self.received_pools, inner.inputs
         )
@@ -303,6 +319,20 @@ class Probe:
         if self.write_watch is not None:
             self.write_watch.on_compiled(out, gm, region.index)
         return out
+
+    def _settle(self, inner: InnerGraph) -> None:
+        """Settle the graph's copies from Inductor's generated code (a full compile's, or the one analysis-only
+        generated for a site of Inductor's choice); a site of Inductor's choice no code settled is undecided."""
+        if inner.lowered is not None:  # Inductor's own records of its code: every site settled by identity
+            inner.clone_sites, settled = settle_by_identity(inner.clone_sites, inner.lowered)
+            inner.notes += settled
+        elif inner.generated_code:  # code without those records: its text settles Inductor's choices
+            inner.clone_sites, settled = settle_inductors_choices(inner.clone_sites, inner.generated_code)
+            inner.notes += settled
+        why = inner.unsettled or (
+            "its generated code could not be read for it" if inner.generated_code else "Inductor generated no code"
+        )
+        inner.notes += [undecided_note(c, why) for c in inner.clone_sites if c.buffer_is_inductors_choice]
 
     def compile_region(
         self,

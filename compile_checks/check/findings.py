@@ -9,12 +9,23 @@ functional (``kind="aten_write_copy"``, e.g. ``index_put``).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import torch
 
+from compile_checks.findings import Evidence, Finding, Verdict, kind_name, verdict_of
+from compile_checks.findings.record import UNDECIDED_KINDS
 from compile_checks.vocab import CopyKind
+
+
+def problem_line(f: Finding) -> str:
+    """A failing finding as ``CloneReport.problems`` lists it: what kept the check from a verdict as it was
+    said (``not analysed: ...``, an error), every other finding ``kind: message``."""
+    if f.kind in UNDECIDED_KINDS and "reported_kind" not in f.details:
+        return f.message
+    return f"{kind_name(f)}: {f.message}"
 
 
 @dataclass(frozen=True)
@@ -39,8 +50,8 @@ class SurvivingClone:
         calls: how many calls of its region ran this copy with this pool and these bytes (a graph called
             once per layer lists one entry per layer, each with its own calls); None: every call of the
             region (a finding built by hand).
-        upper_bound: whether the buffer is Inductor's lowering choice the check could not settle (counted,
-            an upper bound; a full compile's generated code settles it).
+        upper_bound: whether the buffer is Inductor's lowering choice that no generated code settled: such an
+            entry is listed in ``CloneReport.undecided``, never counted as a copy (nor as none).
         input: the caller's tensor it copies, as the caller wrote it (dynamo's source: ``kv_cache['full_cache']``),
             else ``input N`` (the region's N-th input): what names it where no pool does.
     """
@@ -67,6 +78,39 @@ class SurvivingClone:
     def traffic_bytes(self) -> int:
         """Memory traffic of one execution of the clone: it reads and writes ``nbytes``."""
         return 2 * self.nbytes
+
+    def fields(self) -> dict[str, Any]:
+        """A surviving copy as plain data: the gate's JSON ``clones`` entries, what
+        :func:`compile_checks.verdict.render_copy` reads.
+
+        ``where``: ``file:line`` in the dump, else ``region R node N``; ``explanation``: its one-line
+        summary (None when the check ran without explanations); ``cause``: why it survived (a ``Cause``);
+        ``fix``: what to change; ``user_line``: ``file:line`` of the mutating call in the model;
+        ``culprit``: the compiler pass that caused it (each None when not explained).
+        """
+        where = f"{self.graph_file}:{self.line}" if self.graph_file else f"region {self.region} node {self.node}"
+        return {
+            "op": self.op,
+            "arg": self.arg,
+            "pool": self.pool,
+            "nbytes": self.nbytes,
+            "kind": self.kind,
+            "written_bytes": self.written_bytes,
+            "where": where,
+            "explanation": self.explanation.summary() if self.explanation is not None else None,
+            # the explanation's parts, as each copy's finding carries them (compile_checks.findings)
+            "cause": str(self.explanation.cause) if self.explanation is not None else None,
+            "fix": self.explanation.fix if self.explanation is not None else None,
+            "user_line": self.explanation.user_line if self.explanation is not None else None,
+            "culprit": self.explanation.culprit_pass if self.explanation is not None else None,
+            "shape": list(self.shape),
+            "dtype": str(self.dtype).removeprefix("torch."),
+            "region": self.region,
+            "node": self.node,
+            "calls": self.calls,
+            "upper_bound": self.upper_bound,
+            "input": self.input,
+        }
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -121,6 +165,9 @@ class CloneReport:
     region_files: dict[int, dict[str, str | None]] = field(default_factory=dict)
     # functionalization clones of caller tensors that match none of the named pools
     other_clones: list[SurvivingClone] = field(default_factory=list)
+    # copies whose buffer is Inductor's lowering choice that no generated code settled (``upper_bound``): neither
+    # a copy nor none, each with a note saying why; never in ``clones``
+    undecided: list[SurvivingClone] = field(default_factory=list)
     # analysis caveats (e.g. the reinplace decision and the final graph disagree)
     notes: list[str] = field(default_factory=list)
     # regions / ops the check could not analyse, each with its reason; they fail the check
@@ -174,28 +221,47 @@ class CloneReport:
         """No pool copy survived: neither of a named pool nor of another mutated caller tensor."""
         return not self.clones and not self.other_clones
 
+    def evidence(
+        self, *, notes: Sequence[str] = (), eager_match: bool | None = None, max_abs_diff: float | None = None
+    ) -> Evidence:
+        """What the finders read of this report (plain data), with the run's own ``notes`` and ``verify``."""
+        return Evidence(
+            report=self.data(),
+            copies=[c.fields() for c in self.clones],
+            other_copies=[c.fields() for c in self.other_clones],
+            notes=[*notes, *self.notes],
+            eager_match=eager_match,
+            max_abs_diff=max_abs_diff,
+        )
+
+    @property
+    def verdict(self) -> Verdict:
+        """The report's findings and what they come to for a case expecting no copy
+        (:class:`compile_checks.findings.Verdict`; a case's own expectation: ``CaseResult.verdict``)."""
+        return verdict_of(self.evidence(), expect_clean=True)
+
     @property
     def problems(self) -> list[str]:
-        """Everything besides copies that fails the check: errors, and unanalysed regions unless allowed."""
-        return [
-            *self.errors,
-            *([] if self.allow_unanalysed else [f"not analysed: {u}" for u in self.unanalysed]),
-            *[f"{f.kind}: {f.message}" for f in self.run_findings if f.fails],
-        ]
+        """Everything besides copies that fails the check, one line each: errors, unanalysed regions unless
+        allowed, unreceived pools, failing write and recompile findings (the verdict's failing findings)."""
+        return [problem_line(f) for f in self.verdict.failing]
 
     @property
     def check_passed(self) -> bool:
         """Clean, no errors, and nothing left unanalysed (unless allowed)."""
-        return self.clean and not self.problems
+        return self.verdict.passed
 
     def to_dict(self) -> dict[str, Any]:
+        return {"clean": self.clean, "check_passed": self.check_passed, **self.data()}
+
+    def data(self) -> dict[str, Any]:
+        """What the report holds, as plain data (:meth:`to_dict` without the verdict it comes to)."""
         return {
-            "clean": self.clean,
-            "check_passed": self.check_passed,
             "clone_bytes": self.clone_bytes,
             "clone_bytes_per_run": self.clone_bytes_per_run,
             "clones": [c.to_dict() for c in self.clones],
             "other_clones": [c.to_dict() for c in self.other_clones],
+            "undecided": [c.to_dict() for c in self.undecided],
             "mutated_args": [asdict(m) for m in self.mutated_args],
             "num_regions": self.num_regions,
             "region_calls": {str(k): v for k, v in self.region_calls.items()},

@@ -61,6 +61,8 @@ INDUCTOR_HOOKS: tuple[HookSpec, ...] = (
     HookSpec("torch._inductor.output_code", "MockFXGraphCacheOutput", ("gm",)),
     # wrapped: after it, each lowered buffer's origins settle a full compile's copies by identity
     HookSpec("torch._inductor.graph", "GraphLowering.codegen", ("self",)),
+    # wrapped (freezing=True): which parameters and buffers became constants (compile_checks.check.frozen_pools)
+    HookSpec("torch._inductor.freezing", "replace_params_with_constants", ("gm", "flat_params", "fw_metadata")),
 )
 
 _verified: str | None = None

@@ -32,6 +32,7 @@ from torch._inductor.fx_passes import post_grad as post_grad_module
 from torch._inductor.fx_passes import reinplace as inductor_reinplace
 from torch.fx.passes.graph_transform_observer import GraphTransformObserver
 
+from compile_checks.check.analysis_cache import graph_key
 from compile_checks.check.graph.fx_helpers import is_clone
 from compile_checks.check.graph.sites import is_view_scatter, scattered_source
 from compile_checks.explain.refusals.records import Refusal
@@ -136,6 +137,7 @@ class PostGradRecorder:
     _current: GraphRecord | None = None
     _replaying: bool = False
     _log: _LogCapture = field(default_factory=_LogCapture)
+    _without_culprits: set[str] = field(default_factory=set)  # graph_key of graphs that had no culprit
 
     @contextlib.contextmanager
     def active(self) -> Iterator[PostGradRecorder]:
@@ -176,7 +178,9 @@ class PostGradRecorder:
             region = self.region_index()
             record = GraphRecord(region=region, ordinal=len(self.for_region(region)))
             record.placeholders = {n.name: i for i, n in enumerate(n for n in gm.graph.nodes if n.op == "placeholder")}
-            pristine = copy_graph(gm.graph) if self.verify else None
+            # a graph equal to one that had no culprit (identical blocks) has none either: no copy to re-run on
+            key = graph_key(gm, ()) if self.verify else None
+            pristine = copy_graph(gm.graph) if key is not None and key not in self._without_culprits else None
             self.records.append(record)
             self._current = record
             try:
@@ -186,6 +190,8 @@ class PostGradRecorder:
                 if self.keep_code:
                     record.post_grad = gm.code
                 map_clones(gm.graph, record)
+                if key is not None and not record.culprits:
+                    self._without_culprits.add(key)
                 if pristine is not None and record.culprits:
                     self._verify(record, torch.fx.GraphModule(gm, pristine), is_inference)
 

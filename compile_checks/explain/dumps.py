@@ -32,6 +32,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -40,7 +41,9 @@ from compile_checks.check.backend import Probe
 from compile_checks.check.findings import CloneReport, RegionSources, SurvivingClone
 from compile_checks.check.graph.fx_helpers import node_line
 from compile_checks.explain.user_source import absolute_path
+from compile_checks.findings import Verdict, finding_lines, kind_name
 from compile_checks.verdict import bytes_per_call
+from compile_checks.vocab import FindingKind
 
 FILE_KINDS: dict[str, str] = {
     "captured": "BEFORE_PRE_GRAD",
@@ -133,29 +136,41 @@ def _rel(path: str | None, root: Path) -> str:
         return f"`{path}`"
 
 
-def render_index(report: CloneReport, dump_dir: str) -> str:
-    """Markdown index: per region its files, its mutated arguments, its surviving clones."""
-    root = Path(dump_dir)
-    verdict = (
-        "CLEAN: every mutated pool argument was re-inplaced"
-        if report.clean
-        else (
-            f"{len(report.clones)} surviving pool clone(s), "
-            f"{bytes_per_call([{'region': c.region, 'node': c.node, 'nbytes': c.nbytes} for c in report.clones])} "
-            f"(one call of a region copies its own clones only), "
-            f"{report.clone_bytes_per_run} bytes over this run's region calls"
-        )
+def _verdict_line(verdict: Verdict, report: CloneReport) -> str:
+    """The index's headline: what the case's findings come to (:class:`compile_checks.findings.Verdict`)."""
+    failing = [f for f in verdict.failing if f.kind != FindingKind.MISMATCH]
+    if failing:
+        kinds = ", ".join(f"{kind} x{n}" if n > 1 else kind for kind, n in Counter(map(kind_name, failing)).items())
+        return f"FAILS: {kinds} (see 'findings that fail the case' below)"
+    if report.clean:
+        return "CLEAN: every mutated pool argument was re-inplaced"
+    calls = [{"region": c.region, "node": c.node, "nbytes": c.nbytes} for c in report.clones]
+    return (
+        f"{len(report.clones)} surviving pool clone(s), {bytes_per_call(calls)} (one call of a region copies its "
+        f"own clones only), {report.clone_bytes_per_run} bytes over this run's region calls"
     )
+
+
+def render_index(report: CloneReport, dump_dir: str, verdict: Verdict | None = None) -> str:
+    """Markdown index: the verdict, each failing finding with its cause and fix, then per region its files,
+    its mutated arguments, its surviving clones. ``verdict``: the case's (its expectation, compiled == eager,
+    recompiles), else the report's own (:attr:`CloneReport.verdict`)."""
+    root = Path(dump_dir)
+    verdict = verdict if verdict is not None else report.verdict
+    failing = [f for f in verdict.failing if not f.is_copy]
     lines = [
         "# compile_checks dump index",
         "",
-        f"Verdict: **{verdict}**.",
+        f"Verdict: **{_verdict_line(verdict, report)}**.",
         "",
         "Files per region (depyf 0.20 names): captured = dynamo graph, functionalized = AOT graph with "
         "`auto_functionalized*`, post_grad = final graph after reinplace + decomposition (clones show up "
         "here), kernel = Inductor output code.",
         "",
     ]
+    if failing:
+        listed = [f"  - {line.strip()}" if line.startswith(" ") else f"- {line}" for line in finding_lines(failing)]
+        lines += ["## findings that fail the case", "", *listed, ""]
     if report.dump_failures:
         lines += ["## dump failures (the verdict stands)", ""] + [f"- {f}" for f in report.dump_failures] + [""]
     for index, region in sorted(report.sources.items()):
@@ -200,9 +215,9 @@ def _calls(c: SurvivingClone) -> str:
     return f" on {c.calls} call(s){bound}" if c.calls is not None else bound
 
 
-def write_index(report: CloneReport, dump_dir: str) -> Path:
+def write_index(report: CloneReport, dump_dir: str, verdict: Verdict | None = None) -> Path:
     path = Path(dump_dir) / "index.md"
-    path.write_text(render_index(report, dump_dir))
+    path.write_text(render_index(report, dump_dir, verdict))
     return path
 
 

@@ -112,6 +112,8 @@ class Explanation:
     conflicting: list[Conflict] = field(default_factory=list)
     culprit_pass: str | None = None
     culprit_verified: bool = False
+    # how the culprit is known when no re-run tested it (the engine gate: the pass's own edit of the graph)
+    culprit_evidence: str | None = None
     fix: str = ""
     # where the evidence sits in the dump (filled by compile_checks.explain.dumps when dumps are written)
     graph_files: dict[str, str] = field(default_factory=dict)
@@ -128,9 +130,8 @@ class Explanation:
             through = f" (through {self.wrapper_line})" if self.wrapper_line else ""
             parts.append(f"written at {self.user_line}{through}")
         if self.culprit_pass:
-            parts.append(
-                f"caused by {self.culprit_pass}" + (" (verified)" if self.culprit_verified else " (not verified)")
-            )
+            proof = "verified" if self.culprit_verified else self.culprit_evidence or "not verified"
+            parts.append(f"caused by {self.culprit_pass} ({proof})")
         parts.append(f"fix: {self.fix}")
         return "; ".join(parts)
 
@@ -143,7 +144,7 @@ class Explanation:
             proof = (
                 f"verified: re-running the post-grad passes with {self.culprit_pass} off removes this clone"
                 if self.culprit_verified
-                else "not verified: the clone stays with the pass disabled"
+                else self.culprit_evidence or "not verified: the clone stays with the pass disabled"
             )
             out.append(f"culprit pass: {self.culprit_pass} ({proof})")
         out.append(f"fix: {self.fix}")
@@ -152,6 +153,8 @@ class Explanation:
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d["conflicting"] = [dataclasses.asdict(c) for c in self.conflicting]
+        if d["culprit_evidence"] is None:  # only the engine gate's culprits carry it
+            del d["culprit_evidence"]
         return d
 
 

@@ -9,6 +9,9 @@ from typing import Any
 
 from compile_checks.vocab import FinderSource, FindingKind
 
+# what keeps the check from a verdict (rather than a verdict of its own)
+UNDECIDED_KINDS: frozenset[FindingKind] = frozenset({FindingKind.UNDECIDED, FindingKind.POOL_NOT_RECEIVED})
+
 COPY_KINDS: frozenset[FindingKind] = frozenset(
     {
         FindingKind.FUNCTIONALIZATION_CLONE,
@@ -26,8 +29,10 @@ class Finding:
     Attributes:
         kind: what it is (:class:`FindingKind`).
         message: one line for a person: what, where, how much (no cause or fix: those have their own fields).
-        fails: whether it fails the case on its own (a copy fails only against ``expect_clean``: see
-            :class:`Verdict`; a note never fails).
+        fails: whether it fails the case on its own; a copy never fails on its own: ``fails`` says whether
+            it counts toward this case's copy verdict (judged against ``expect_clean``: see :class:`Verdict`;
+            False: reported here, judged by another row, e.g. a scan's copy of a pool judged per pool).
+            A note never fails.
         source: the finder family that produced it (graph, run, trace).
         pool: the named pool it concerns (never an ATen argument name), else None.
         layers: the layers it concerns, when the pool names them (``layer3.v`` -> 3) or a finding groups them.
@@ -40,7 +45,8 @@ class Finding:
         fix: what to change, else None.
         user_line: ``file:line`` in the user's code that the finding points at, else None.
         culprit: the compiler pass (class name) that caused it, when one did, else None.
-        upper_bound: a copy the check could not settle against generated code (never fails a case).
+        upper_bound: a copy the check could not settle against generated code (counted, an upper bound:
+            a full compile's generated code settles it).
         details: anything else a renderer may show (positions, shapes, dtypes); plain JSON values.
     """
 
@@ -91,8 +97,11 @@ class Finding:
 class Verdict:
     """What a case's findings come to, computed once: every output renders this.
 
-    ``clean``: no copy that counts survived (upper bounds never count); ``passed``: the copies meet
-    ``expect_clean`` and nothing else fails.
+    The exit codes keep :attr:`verdict_met` and :attr:`passed` apart (1: a verdict not met, 5: compiled != eager).
+
+    Attributes:
+        findings: every finding of the case, in finder order.
+        expect_clean: the case expects no surviving pool copy (False: a negative control).
     """
 
     findings: tuple[Finding, ...]
@@ -104,30 +113,50 @@ class Verdict:
 
     @property
     def copies(self) -> tuple[Finding, ...]:
-        return tuple(f for f in self.findings if f.is_copy and not f.upper_bound)
+        """The surviving copies this case is judged on."""
+        return tuple(f for f in self.findings if f.is_copy and f.fails)
 
     @property
     def clean(self) -> bool:
+        """No counted pool copy survived."""
         return not self.copies
 
     @property
     def failing(self) -> tuple[Finding, ...]:
-        """Findings that fail the case whatever it expects (lost writes, undecided regions, ...)."""
+        """Findings that fail the case whatever it expects (lost writes, undecided regions, a mismatch ...);
+        in ``to_dict``: their kinds."""
         return tuple(f for f in self.findings if f.fails and not f.is_copy)
 
     @property
+    def undecided(self) -> tuple[Finding, ...]:
+        """What kept the check from a verdict (an error, a region not analysed, a pool not received)."""
+        return tuple(f for f in self.failing if f.kind in UNDECIDED_KINDS)
+
+    @property
+    def verdict_met(self) -> bool:
+        """The copy verdict is the expected one, and nothing but an eager mismatch fails."""
+        return self.clean == self.expect_clean and all(f.kind == FindingKind.MISMATCH for f in self.failing)
+
+    @property
     def passed(self) -> bool:
-        return self.clean == self.expect_clean and not self.failing
+        """The verdict met, and nothing fails (compiled == eager where compared)."""
+        return self.verdict_met and not self.failing
+
+    @property
+    def notes(self) -> tuple[Finding, ...]:
+        return tuple(f for f in self.findings if not f.fails and not f.is_copy)
 
     def of_kind(self, *kinds: FindingKind) -> tuple[Finding, ...]:
         return tuple(f for f in self.findings if f.kind in kinds)
 
     def to_dict(self) -> dict[str, Any]:
+        """The verdict's decisions (the findings themselves are listed once, beside it)."""
         return {
             "clean": self.clean,
+            "verdict_met": self.verdict_met,
             "passed": self.passed,
             "expect_clean": self.expect_clean,
-            "findings": [f.to_dict() for f in self.findings],
+            "failing": sorted({str(f.kind) for f in self.failing}),
         }
 
 
@@ -135,4 +164,4 @@ def findings_from_dicts(items: Sequence[Mapping[str, Any]]) -> list[Finding]:
     return [Finding.from_dict(d) for d in items]
 
 
-__all__ = ["COPY_KINDS", "Finding", "Verdict", "findings_from_dicts"]
+__all__ = ["COPY_KINDS", "UNDECIDED_KINDS", "Finding", "Verdict", "findings_from_dicts"]

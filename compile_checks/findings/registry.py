@@ -41,4 +41,13 @@ def finders(source: FinderSource | None = None) -> list[Finder]:
     return [f for f in _FINDERS.values() if source is None or f.source == source]
 
 
-__all__ = ["Finder", "finders", "register_finder"]
+_ORDER = (FinderSource.GRAPH, FinderSource.RUN, FinderSource.TRACE)
+
+
+def run_finders(evidence: Any) -> list[Finding]:
+    """What every registered finder finds in ``evidence``, graph finders first, each in registration order.
+    A finder that raises is a bug of the check: it propagates (no finding is silently dropped)."""
+    return [f for source in _ORDER for finder in finders(source) for f in finder.find(evidence)]
+
+
+__all__ = ["Finder", "finders", "register_finder", "run_finders"]

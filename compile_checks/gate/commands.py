@@ -9,7 +9,6 @@ be written :class:`~compile_checks.errors.UnwritableOutput`; the CLI turns both 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import fnmatch
 import json
 import os
@@ -21,16 +20,16 @@ from typing import TYPE_CHECKING, Any
 
 from compile_checks.errors import UnwritableOutput, UsageError
 from compile_checks.gate.junit import write_junit
-from compile_checks.gate.outcome import note_pipeline_verdicts
-from compile_checks.gate.outdir import writable_dir_problem
+from compile_checks.gate.outcome import Outcome, note_pipeline_verdicts
+from compile_checks.gate.outdir import check_writable_dir, check_writable_file
 from compile_checks.gate.outputs import json_document, print_results
 from compile_checks.gate.plan import GatePlan, plan_builtin, plan_targets
+from compile_checks.gate.run_options import RunOptions
 from compile_checks.gate.runner import AUTO_JOBS_MIN_CASES, Workers, auto_jobs, run_plan
 from compile_checks.gate.shard import Shard, shard_plan
-from compile_checks.gate.stderr_noise import terminal
 from compile_checks.gate.targets import TargetError
 from compile_checks.gate.timing import import_torch_comparison, import_torch_seconds, process_seconds, progress_callback
-from compile_checks.gate.warm_cache import cache_dir_checked, check_warm_caches
+from compile_checks.gate.warm_cache import check_warm_caches
 from compile_checks.pipelines.vllm_env import prepare_process_for_vllm
 from compile_checks.vocab import ErrorKind, ExitCode, Mode
 
@@ -42,27 +41,6 @@ def stdout_gone() -> None:
     """After a BrokenPipeError (``| head``): point stdout at /dev/null so the exit flush is quiet."""
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
-
-
-def check_writable_dir(path: Path, what: str = "") -> None:
-    """Raise UnwritableOutput (exit 3) before anything compiles when ``path`` cannot hold output;
-    ``what``: the option that named it (``--dump-dir``), said in the message."""
-    problem = writable_dir_problem(path)
-    if problem is not None:
-        raise UnwritableOutput(f"{what} {path}: {problem}" if what else problem)
-
-
-def check_writable_file(path: Path, what: str = "--junitxml") -> None:
-    """Raise UnwritableOutput (exit 3) naming the file when ``path`` cannot be written; a missing folder
-    is created now (before anything compiles) and said on stderr."""
-    if path.is_dir():
-        raise UnwritableOutput(f"{what} {path}: cannot write to it: is a directory")
-    missing = not path.parent.exists()
-    problem = writable_dir_problem(path.parent)
-    if problem is not None:
-        raise UnwritableOutput(f"{what} {path}: {problem}")
-    if missing:
-        print(f"{what} {path}: created its missing folder {path.parent}", file=terminal(), flush=True)
 
 
 def plan(args: argparse.Namespace, command: str, mode: Mode, config: GateConfig | None) -> GatePlan:
@@ -178,64 +156,61 @@ def _run_gate(
         raise UsageError("nothing to check: the targets/scenarios name no cases")
     # a shard may hold no case (N > cases): it still answers, so `merge` sees every shard
     gate_plan, shard = sharded(args, gate_plan)
-    if getattr(args, "floor", None):
-        gate_plan.cases = [dataclasses.replace(c, floor=True) for c in gate_plan.cases]
-    cache = getattr(args, "inductor_cache", None) or (config.inductor_cache if config else None)
-    if cache is not None:
-        folder = cache_dir_checked(
-            cache,
-            "--inductor-cache" if getattr(args, "inductor_cache", None) else "[tool.compile_checks] inductor_cache",
-        )
-        gate_plan.cases = [dataclasses.replace(c, inductor_cache=str(folder)) for c in gate_plan.cases]
-    junit = Path(args.junitxml) if args.junitxml else (config.junitxml if config else None)
-    dump_root: Path | None
-    if command == "dump":
-        dump_root = Path(args.out)
-    else:
-        dump_root = Path(args.dump_dir) if args.dump_dir else (config.dump_dir if config else None)
-    if junit is not None:
-        check_writable_file(junit)
-    if dump_root is not None:
-        check_writable_dir(dump_root, "--out" if command == "dump" else "--dump-dir")
+    options = RunOptions.resolve(args, command, config)
+    gate_plan = options.applied(gate_plan)
     on_done, close = progress_callback(len(gate_plan.cases), not args.no_progress)
     t0 = time.perf_counter()
     try:
-        jobs = args.jobs if args.jobs is not None else auto_jobs(len(gate_plan.cases))
-        outcomes = run_plan(gate_plan, dump_root=dump_root, jobs=jobs, on_done=on_done, workers=workers)
+        jobs = options.jobs if options.jobs is not None else auto_jobs(len(gate_plan.cases))
+        outcomes = run_plan(gate_plan, dump_root=options.dump_root, jobs=jobs, on_done=on_done, workers=workers)
     finally:
         close()
     check_warm_caches(gate_plan.cases, outcomes)  # --inductor-cache: what a warm cache serves (after the cold run)
     seconds = time.perf_counter() - t0
     note_pipeline_verdicts(outcomes)
     code = exit_code(outcomes)
-    if junit is not None:
-        try:
-            write_junit(outcomes, junit, seconds)
-        except OSError as e:
-            raise UnwritableOutput(f"cannot write {junit}: {e.strerror or e}") from None
     try:
-        if args.json:
-            print(json_document(outcomes, code, seconds, gate_plan.notes, extra={"shard": shard} if shard else None))
-        else:
-            if shard is not None:
-                print(f"shard {args.shard}: {len(outcomes)} of {len(shard['plan_labels'])} case(s)")
-            print_results(
-                outcomes,
-                title=f"compile-checks {command}",
-                code=code,
-                seconds=seconds,
-                notes=gate_plan.notes,
-                timings=bool(args.timings),
-                verbose=bool(getattr(args, "verbose", None)),
-            )
-            if dump_root is not None:
-                print(f"dumps: {dump_root}/<case>/index.md")
-            if import_torch:
-                wall = process_seconds() or seconds
-                print(import_torch_comparison(wall - import_torch[0], [*import_torch, import_torch_seconds()]))
+        emit(outcomes, options, code=code, seconds=seconds, gate_plan=gate_plan, shard=shard, command=command)
+        if import_torch:
+            wall = process_seconds() or seconds
+            print(import_torch_comparison(wall - import_torch[0], [*import_torch, import_torch_seconds()]))
     except BrokenPipeError:
         stdout_gone()
     return code
+
+
+def emit(
+    outcomes: Sequence[Outcome],
+    options: RunOptions,
+    *,
+    code: int,
+    seconds: float,
+    gate_plan: GatePlan,
+    shard: dict[str, Any] | None,
+    command: str,
+) -> None:
+    """The run's outputs, each rendering the outcomes' one verdict: the JUnit file, then ``--json`` or the table."""
+    if options.junit is not None:
+        try:
+            write_junit(outcomes, options.junit, seconds)
+        except OSError as e:
+            raise UnwritableOutput(f"cannot write {options.junit}: {e.strerror or e}") from None
+    if options.json:
+        print(json_document(outcomes, code, seconds, gate_plan.notes, extra={"shard": shard} if shard else None))
+        return
+    if shard is not None:
+        print(f"shard {shard['index']}/{shard['count']}: {len(outcomes)} of {len(shard['plan_labels'])} case(s)")
+    print_results(
+        outcomes,
+        title=f"compile-checks {command}",
+        code=code,
+        seconds=seconds,
+        notes=gate_plan.notes,
+        timings=options.timings,
+        verbose=options.verbose,
+    )
+    if options.dump_root is not None:
+        print(f"dumps: {options.dump_root}/<case>/index.md")
 
 
 def run_list(args: argparse.Namespace, mode: Mode, config: GateConfig | None) -> ExitCode:
@@ -294,6 +269,7 @@ def run_list(args: argparse.Namespace, mode: Mode, config: GateConfig | None) ->
 __all__ = [
     "check_writable_dir",
     "check_writable_file",
+    "emit",
     "exit_code",
     "plan",
     "run_gate",

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from compile_checks.gate.outcome import Outcome
 from compile_checks.verdict import render_copy
-from compile_checks.vocab import FailureType
+from compile_checks.vocab import FailureType, FindingKind
 
 
 def failure_message(o: Outcome) -> str | None:
@@ -28,14 +28,15 @@ def failure_message(o: Outcome) -> str | None:
 
 
 def failure_type(o: Outcome) -> FailureType:
-    """What failed, first what the case is about: a copy verdict, then a blind spot, another check error,
-    and last a compiled run that differs from eager."""
-    unanalysed = o.report.get("unanalysed", []) and not o.report.get("allow_unanalysed", False)
-    if o.clean is not None and o.clean != o.expect_clean and (o.expect_clean or not o.check_errors):
+    """What failed, first what the case is about: a copy verdict, then a blind spot, another failing finding
+    (a lost write, an error, too many recompiles), and last a compiled run that differs from eager."""
+    verdict = o.verdict
+    failing = [f for f in verdict.failing if f.kind != FindingKind.MISMATCH]
+    if o.clean is not None and verdict.clean != verdict.expect_clean and (verdict.expect_clean or not failing):
         return FailureType.CLONE
-    if unanalysed:
+    if any(f.details.get("what") == "unanalysed" for f in failing):
         return FailureType.BLIND_SPOT
-    if o.check_errors:
+    if failing:
         return FailureType.CHECK_ERROR
     return FailureType.MISMATCH
 
@@ -72,8 +73,8 @@ def write_junit(outcomes: Sequence[Outcome], path: Path, seconds: float) -> None
         details = [
             f"expect {'clean' if o.expect_clean else 'clones'}; mode {'analysis-only' if o.analysis_only else 'full'}"
         ]
-        details += [render_copy(c) for c in [*o.clones, *o.other_clones]] + o.notes
-        details += [f"dump failed (the verdict stands): {f}" for f in o.report.get("dump_failures", [])]
+        details += [render_copy(c) for c in [*o.clones, *o.other_clones]]
+        details += [f"note: {f.message}" for f in o.verdict.notes]
         ET.SubElement(tc, "system-out").text = "\n".join(details)
     write_testsuites(suite, path)
 

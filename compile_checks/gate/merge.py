@@ -22,7 +22,7 @@ from compile_checks.errors import UnwritableOutput, UsageError
 from compile_checks.gate.commands import check_writable_file, exit_code, stdout_gone
 from compile_checks.gate.junit import write_junit
 from compile_checks.gate.outcome import Outcome, note_pipeline_verdicts
-from compile_checks.gate.outputs import json_document, print_results
+from compile_checks.gate.outputs import SCHEMA_VERSION, json_document, print_results
 from compile_checks.vocab import ErrorKind, ExitCode, Pipeline
 
 _SHARD_KEYS = ("index", "count", "plan_fingerprint", "plan_labels")
@@ -47,6 +47,11 @@ def read_shard(path: Path) -> dict[str, Any]:
     shard = doc.get("shard") if isinstance(doc, dict) else None
     if not isinstance(shard, dict) or any(k not in shard for k in _SHARD_KEYS) or "cases" not in doc:
         raise UsageError(f"{path}: not the --json output of a sharded gate run (gate --shard K/N --json)")
+    if doc.get("schema_version") != SCHEMA_VERSION:  # its keys mean other things (compile_checks.gate.outputs)
+        raise UsageError(
+            f"{path}: written by another version of compile-checks (schema_version {doc.get('schema_version')}, "
+            f"this one reads {SCHEMA_VERSION}): run every shard with one version"
+        )
     return doc
 
 

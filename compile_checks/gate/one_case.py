@@ -54,9 +54,9 @@ def _dump_dir(root: Path | None, label: str) -> str | None:
 
 def run_planned(planned: PlannedCase, builder: CaseBuilder, dump_root: Path | None) -> Outcome:
     """One case through ``run_case``; compile and write failures become the outcome's error."""
-    from compile_checks.api import CompileCheckError  # lazy: api imports torch; planning stays torch-free
     from compile_checks.errors import UsageError
     from compile_checks.pools import PoolNamingError
+    from compile_checks.session import CompileCheckError  # lazy: it imports torch; planning stays torch-free
 
     t0 = time.perf_counter()
 
@@ -150,7 +150,7 @@ def warm_up(builtin: bool) -> None:
     and the pipelines; for built-in cases also the scenarios' host loop and vLLM, which building one
     imports (after ``prepare_process_for_vllm``: the CLI's in this process, ``_worker_init``'s in a worker).
     Then, in a process the gate owns, :func:`freeze_imported_heap` and ``undo_nvml_cuda_check``."""
-    import compile_checks.api
+    import compile_checks.session
 
     if builtin:
         import compile_checks.scenarios.cases  # noqa: F401

@@ -7,12 +7,14 @@ the JUnit writer alike. A case that failed to compile carries its error instead 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from compile_checks.verdict import case_passed, copy_fields, failure_reasons, render_copy, verdict_met
-from compile_checks.vocab import PHASES, EagerCompared, ErrorKind, Pipeline
+from compile_checks.findings import Evidence, Finding, Verdict, collect_findings
+from compile_checks.verdict import copy_fields, failure_reasons, render_copy
+from compile_checks.vocab import PHASES, EagerCompared, ErrorKind, FindingKind, Pipeline
 
 if TYPE_CHECKING:
     from compile_checks.case import CaseResult
@@ -35,8 +37,9 @@ class Outcome:
         codegen_smoke: a built-in case compiled fully (C++ codegen) as the gate's smoke test.
         description: the case's own one-line description (``Case.description``).
         clean: no pool copy survived (None: the case reached no verdict, see ``error``).
-        check_errors: what makes the check unusable besides copies: the report's errors, regions it could not
-            analyse (unless the case allows them), failing write and recompile findings.
+        check_errors: what kept the check from a verdict that the report does not hold (a codegen smoke case
+            without ``verify``, a warm-cache run that failed, a scan's refusal); the report's own errors,
+            regions, writes and recompiles are findings (:attr:`findings`).
         eager_match: the case's ``verify`` found compiled == eager (None: the case has no ``verify``).
         max_abs_diff: the largest absolute difference ``verify`` measured against eager (None: not measured).
         clones: each surviving copy of a named pool (the keys below: op, argument, pool, bytes, where, why).
@@ -65,7 +68,7 @@ class Outcome:
     codegen_smoke: bool = False
     description: str = ""
     clean: bool | None = None  # None: the case did not run to a verdict (see ``error``)
-    check_errors: list[str] = field(default_factory=list)  # report.errors / unanalysed regions
+    check_errors: list[str] = field(default_factory=list)  # undecided, outside the report (Evidence.undecided)
     eager_match: bool | None = None
     max_abs_diff: float | None = None
     clones: list[dict[str, Any]] = field(default_factory=list)  # compile_checks.verdict.copy_fields
@@ -89,52 +92,67 @@ class Outcome:
     # the Inductor cache folder this case is also run against (``--inductor-cache``, ``Case.inductor_cache``):
     # compile_checks.gate.warm_cache fills ``report["inductor_cache"]`` after the run
     inductor_cache: str | None = None
+    # whether ``other_clones`` count toward this row's copy verdict (a scan judges them per pool: False)
+    other_clones_counted: bool = True
+
+    @property
+    def ranked(self) -> bool:
+        """A ranked case: its copies are judged rank by rank (``rank_failures``), not against ``expect_clean``."""
+        return "ranks" in self.report
+
+    def evidence(self) -> Evidence:
+        """What the finders read of this outcome (plain data: the same in a worker, a shard's JSON, a scan)."""
+        return Evidence(
+            report=self.report,
+            copies=self.clones,
+            other_copies=self.other_clones,
+            undecided=self.check_errors,
+            notes=self.notes,
+            eager_match=self.eager_match,
+            max_abs_diff=self.max_abs_diff,
+        )
+
+    @property
+    def findings(self) -> list[Finding]:
+        """Every finding of the case (:func:`compile_checks.findings.collect_findings`); copies of
+        ``other_clones`` count unless ``other_clones_counted`` is False (a scan judges them per pool)."""
+        found = collect_findings(self.evidence())
+        if self.other_clones_counted:
+            return found
+        other = [f for f in found if f.is_copy and f.details.get("unnamed_input")]
+        return [dataclasses.replace(f, fails=False) if f in other else f for f in found]
+
+    @property
+    def verdict(self) -> Verdict:
+        """What the findings come to against the expectation: computed once (:class:`Verdict`); every output
+        renders it. A ranked case's copies are judged per rank: its verdict expects what it found."""
+        findings = self.findings
+        if self.ranked:
+            return Verdict.of(findings, expect_clean=not any(f.is_copy and f.fails for f in findings))
+        return Verdict.of(findings, expect_clean=self.expect_clean)
 
     @property
     def verdict_met(self) -> bool:
-        """The copy verdict is what the case expects, from a usable check (:func:`verdict.verdict_met`)."""
-        return (
-            self.error is None
-            and not self.rank_failures
-            and verdict_met(expect_clean=self.expect_clean, clean=self.clean, problems=self.check_errors)
-        )
+        """The copy verdict is what the case expects, from a usable check (:attr:`Verdict.verdict_met`)."""
+        return self.error is None and not self.rank_failures and self.verdict.verdict_met
 
     @property
     def passed(self) -> bool:
-        """:attr:`verdict_met`, and compiled == eager where checked (:func:`verdict.case_passed`)."""
-        return (
-            self.error is None
-            and not self.rank_failures
-            and case_passed(
-                expect_clean=self.expect_clean,
-                clean=self.clean,
-                problems=self.check_errors,
-                eager_match=self.eager_match,
-            )
-        )
+        """:attr:`verdict_met`, and compiled == eager where checked (:attr:`Verdict.passed`)."""
+        return self.error is None and not self.rank_failures and self.verdict.passed
 
     def failure_reasons(self, copies_listed: bool = False) -> list[str]:
-        """Why the case failed (the error, else :func:`verdict.failure_reasons`); empty when it passed."""
+        """Why the case failed (the error, else :func:`verdict.failure_reasons` of :attr:`verdict`); empty
+        when it passed."""
         if self.error is not None:
             return [self.error]
+        verdict = self.verdict
         if self.rank_failures:  # each rank against its own expectation; then compiled == eager, merged
-            eager = failure_reasons(
-                expect_clean=True,
-                clean=True,
-                problems=[],
-                copies=[],
-                eager_match=self.eager_match,
-                max_abs_diff=self.max_abs_diff,
-            )
             copies = [] if copies_listed else [render_copy(c) for c in [*self.clones, *self.other_clones]]
-            return [*self.rank_failures, *copies, *eager]
+            return [*self.rank_failures, *copies, *(f.message for f in verdict.of_kind(FindingKind.MISMATCH))]
         return failure_reasons(
-            expect_clean=self.expect_clean,
-            clean=self.clean,
-            problems=self.check_errors,
+            verdict,
             copies=[*self.clones, *self.other_clones],
-            eager_match=self.eager_match,
-            max_abs_diff=self.max_abs_diff,
             copies_listed=copies_listed,
             pipeline=self.pipeline,
             retargeted_from=self.retargeted_from,
@@ -151,7 +169,14 @@ class Outcome:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         compared = self.eager_compared
-        d.update(verdict_met=self.verdict_met, passed=self.passed, eager_compared=compared and str(compared))
+        verdict = self.verdict
+        d.update(
+            verdict_met=self.verdict_met,
+            passed=self.passed,
+            eager_compared=compared and str(compared),
+            findings=[f.to_dict() for f in verdict.findings],
+            verdict=verdict.to_dict(),
+        )
         return d
 
 
@@ -183,7 +208,6 @@ def _phase_totals(report: Any) -> dict[str, float]:
 
 def outcome_from_result(planned: PlannedCase, result: CaseResult) -> Outcome:
     report = result.report
-    check_errors = list(report.problems)  # errors, and blind spots unless the case allows them
     out = Outcome(
         label=planned.label,
         group=planned.group,
@@ -193,7 +217,6 @@ def outcome_from_result(planned: PlannedCase, result: CaseResult) -> Outcome:
         codegen_smoke=planned.codegen_smoke,
         description=result.case.description,
         clean=bool(report.clean),
-        check_errors=check_errors,
         eager_match=result.eager_match,
         max_abs_diff=result.max_abs_diff,
         clones=[copy_fields(c) for c in report.clones],
@@ -224,7 +247,6 @@ def outcome_from_ranked(planned: PlannedCase, result: RankedResult) -> Outcome:
         analysis_only=result.analysis_only,
         description=result.ranked.description or f"{result.ranked.world_size} ranks ({result.backend})",
         clean=result.clean,
-        check_errors=[f"rank {k}: {p}" for k, r in sorted(ranks.items()) for p in r["problems"]],
         eager_match=result.eager_match,
         max_abs_diff=max(diffs) if diffs else None,
         clones=result.copies(),

@@ -1,8 +1,11 @@
 """What the gate prints: the verdict table, the ``--timings`` table, and the ``--json`` document.
 
 ``--json`` is a contract for CI scripts: ``schema_version`` changes whenever a key is renamed
-or removed (adding keys keeps it). Version 1: ``{"schema_version", "exit_code", "seconds",
-"notes", "cases": [Outcome.to_dict(), ...]}``, plus ``shard`` (``gate --shard``) or ``merged`` (``merge``).
+or removed or its meaning changes (adding keys keeps it). Version 2: ``{"schema_version", "exit_code",
+"seconds", "notes", "cases": [Outcome.to_dict(), ...]}``, plus ``shard`` (``gate --shard``) or ``merged``
+(``merge``); each case carries ``findings`` (every :class:`compile_checks.findings.Finding`, copies, lost
+writes, undecided regions, notes) and ``verdict`` (what they come to), and its ``check_errors`` hold only
+what the findings' report does not (version 1 listed every failing finding there as a string).
 """
 
 from __future__ import annotations
@@ -19,11 +22,12 @@ from rich.table import Table
 
 from compile_checks.check.recompiles import graphs_cell
 from compile_checks.explain.grouping import alike, group_explanations
+from compile_checks.findings import UNDECIDED_KINDS, Verdict, kind_name
 from compile_checks.gate.outcome import EagerCompared, Outcome
 from compile_checks.verdict import bytes_per_call, copy_names, render_copy
-from compile_checks.vocab import PHASES
+from compile_checks.vocab import PHASES, FindingKind
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 def _esc(text: str) -> str:
@@ -57,15 +61,23 @@ def _console() -> Any:
     return console
 
 
+def failing_cell(verdict: Verdict) -> str | None:
+    """The verdict cell when a finding fails the case whatever it expects: its kinds (``lost_write``,
+    ``too_many_recompiles`` ...), else ``undecided``; None when none does (compiled != eager has its column)."""
+    failing = [f for f in verdict.failing if f.kind != FindingKind.MISMATCH]
+    decided = sorted({kind_name(f) for f in failing if f.kind not in UNDECIDED_KINDS or "reported_kind" in f.details})
+    if decided:
+        return f"[red]{_esc(', '.join(decided))}[/red]"
+    return "[red]undecided[/red]" if failing else None
+
+
 def _verdict(o: Outcome) -> str:
     if o.error is not None:
         return "[red]ERROR[/red]"
-    failing = sorted({f["kind"] for f in o.report.get("run_findings", []) if f.get("fails")})
-    if failing:  # lost_write, undeclared_write, too_many_recompiles ... (compile_checks.check.writes/recompiles)
-        return f"[red]{_esc(', '.join(failing))}[/red]"
-    if o.check_errors:
-        return "[red]undecided[/red]"
-    if "ranks" in o.report:  # a ranked case: the merged verdict (compile_checks.ranks.merge)
+    cell = failing_cell(o.verdict)
+    if cell is not None:
+        return cell
+    if o.ranked:  # a ranked case: the merged verdict (compile_checks.ranks.merge)
         return _esc(o.report["verdict"])
     if o.clean:
         return "clean"
@@ -227,6 +239,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "case_lines",
     "control_line",
+    "failing_cell",
     "floor_table",
     "json_document",
     "print_results",

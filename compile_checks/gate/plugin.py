@@ -30,7 +30,7 @@ region, ``index.md``: :func:`compile_checks.explain.dumps.write_dump`), named in
 message with each clone's ``file:line``. A dump that fails is a note, never the test's failure.
 
 Loading the plugin imports no torch (``compile_checks.case`` is torch-free; the checker,
-``compile_checks.api``, is imported when a check first runs): a test session that never asks
+``compile_checks.session``, is imported when a check first runs): a test session that never asks
 for the fixture pays nothing.
 """
 
@@ -51,8 +51,8 @@ from compile_checks.vocab import Pipeline
 if TYPE_CHECKING:  # only for annotations: importing them at load time would import torch
     import torch
 
-    from compile_checks.api import CloneCheck
     from compile_checks.check.findings import CloneReport
+    from compile_checks.session import CloneCheck
 
 MARKER = "compile_checks"
 MARKER_KWARGS = ("analysis_only",)
@@ -85,12 +85,18 @@ def _marker_options(node: pytest.Item | None) -> dict[str, Any]:
 
 
 def _case_failure(result: CaseResult) -> str:
-    """Why a case did not pass (:meth:`CaseResult.failure_reasons`), then the checker's own report."""
-    from compile_checks.api import format_report  # lazy: api imports torch, the plugin loads without it
+    """Why a case did not pass (:meth:`CaseResult.failure_reasons`: each failing finding once, with its cause
+    and fix), then each copy with its explanation, the notes and the dump: nothing said twice."""
+    from compile_checks.explain.report_text import copy_lines, dump_lines  # lazy: they import torch
 
     name = result.case.name
+    verdict = result.verdict
     lines = [f"case {name!r}: {why}" for why in result.failure_reasons(copies_listed=True)]
-    lines += [format_report(result.report), *result.notes]
+    lines += (
+        copy_lines(result.report)
+        + [f"note: {f.message}" for f in verdict.notes if f.details.get("what") != "dump_failure"]
+        + dump_lines(result.report)
+    )
     return "\n".join(line for line in lines if line)
 
 
@@ -100,7 +106,7 @@ def _session_body(*args: Any, **kwargs: Any) -> Any:
 
 
 class CheckSession:
-    """``pool_clone_check.session(...)``: a :class:`~compile_checks.api.CloneCheck` for host loops.
+    """``pool_clone_check.session(...)``: a :class:`~compile_checks.session.CloneCheck` for host loops.
 
     ``compile(fn)`` compiles through the session's pipeline; every call the loop makes is
     observed. ``report`` is set when the ``with`` block ends.

@@ -22,27 +22,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, assert_never
+from typing import TYPE_CHECKING, Any, Protocol
 
+from compile_checks.pipelines.kinds import PIPELINES, CompilePipeline, PipelineSettings, pipeline_of
 from compile_checks.vocab import Functionalization, Pipeline
 
 if TYPE_CHECKING:
-    from compile_checks.api import CloneCheck
-
-
-@dataclass(frozen=True)
-class PipelineSettings:
-    """What a case compiles with: the pipeline's settings (with the case's overrides after ``resolve``).
-
-    ``notes``: what was adapted when reading the pipeline's settings (e.g. an Inductor key
-    vLLM sets that this torch does not know, dropped).
-    """
-
-    functionalization: Functionalization
-    inductor_config: Mapping[str, Any] = field(default_factory=dict)
-    label: str = ""
-    notes: tuple[str, ...] = ()
+    from compile_checks.session import CloneCheck
 
 
 class CompileOptions(Protocol):
@@ -60,16 +46,7 @@ class CompileOptions(Protocol):
 
 def pipeline_settings(pipeline: Pipeline) -> PipelineSettings:
     """The functionalization and Inductor config ``pipeline`` compiles with, before a case's overrides."""
-    if pipeline == Pipeline.STOCK:
-        return PipelineSettings(Functionalization.V2, label="torch.compile, Inductor defaults")
-    from compile_checks.pipelines.vllm import vllm_settings  # lazy: the stock path never imports vLLM
-
-    functionalization, inductor_config, notes = vllm_settings()
-    if pipeline == Pipeline.VLLM:
-        label = "vLLM 0.33 CPU platform: torch.compile(inductor) with vLLM's CompilationConfig"
-    else:
-        label = "CPU SIMULATION of vLLM's GPU path: VllmBackend graph splitting + PostGradPassManager"
-    return PipelineSettings(Functionalization(functionalization), inductor_config, label, notes)
+    return pipeline_of(pipeline).settings()
 
 
 def resolve(case: CompileOptions) -> PipelineSettings:
@@ -90,18 +67,11 @@ EngineCompile = Callable[[Callable[..., Any]], "Callable[..., Any] | Sequence[Ca
 
 
 def probe_cpu_isa() -> None:
-    """Run Inductor's CPU vector-ISA probe now, outside the compile's fresh cache folder.
+    """Inductor's CPU vector-ISA probe, run outside any compile's fresh cache folder
+    (:func:`compile_checks.check.settle.probe_cpu_isa` says why). Lazy: this module stays torch-free."""
+    from compile_checks.check.settle import probe_cpu_isa as probe
 
-    Why: the checks compile with ``force_disable_caches`` (caches of *graphs* lie), under which
-    Inductor gives each compile a fresh temporary cache folder; the first C++ codegen in a process
-    then re-builds and runs its ISA probe programs there (four g++ builds: ~8 s of a first full
-    compile's ~10 s on the 2-core box, ~0.1 s with the probe done here). The probe says what the
-    CPU and compiler can build; it does not depend on any graph, so its results kept in Inductor's
-    default cache folder are safe to reuse. Done once per process (Inductor caches it).
-    """
-    from torch._inductor import cpu_vec_isa
-
-    cpu_vec_isa.valid_vec_isa_list()
+    probe()
 
 
 def compile_for_pipeline(
@@ -121,43 +91,29 @@ def compile_for_pipeline(
     """
     if not check.probe.analysis_only:  # C++ codegen will run: probe the CPU outside the fresh cache
         probe_cpu_isa()
-    if engine_compile is not None:
-        if pipeline == Pipeline.VLLM_PIECEWISE:  # the simulation splits one graph of its own compile
-            raise ValueError("Case.compile cannot be combined with the vllm-piecewise pipeline")
-        compiled: Any = engine_compile(check.backend)
-        compiled = fn if compiled is None else compiled
-        if not callable(compiled) and not (isinstance(compiled, (list, tuple)) and all(map(callable, compiled))):
-            raise ValueError(
-                f"Case.compile returned a {type(compiled).__name__}, expected a callable, a list of callables "
-                "(the blocks a driver calls) or None"
-            )
-        if pipeline == Pipeline.VLLM:
-            from compile_checks.pipelines.vllm import run_under_vllm  # lazy: imports vLLM
-
-            return run_under_vllm(check, fn, compiled, pipeline_settings(pipeline).inductor_config)
-        return compiled
-    match pipeline:
-        case Pipeline.STOCK:
-            return check.compile(fn, dynamic=dynamic, fullgraph=fullgraph, mode=mode)
-        case Pipeline.VLLM:
-            from compile_checks.pipelines.vllm import compile_vllm  # lazy: imports vLLM
-
-            return compile_vllm(
-                check, fn, pipeline_settings(pipeline).inductor_config, dynamic=dynamic, fullgraph=fullgraph, mode=mode
-            )
-        case Pipeline.VLLM_PIECEWISE:
-            from compile_checks.pipelines.piecewise import compile_piecewise  # lazy: imports vLLM
-
-            return compile_piecewise(check, fn, pipeline_settings(pipeline).inductor_config, dynamic=dynamic)
-        case _:
-            assert_never(pipeline)
+    chosen = pipeline_of(pipeline)
+    if engine_compile is None:
+        return chosen.compile(check, fn, dynamic=dynamic, fullgraph=fullgraph, mode=mode)
+    if not chosen.engine_compile:  # e.g. the piecewise simulation splits one graph of its own compile
+        raise ValueError(f"Case.compile cannot be combined with the {chosen.name} pipeline")
+    compiled: Any = engine_compile(check.backend)
+    compiled = fn if compiled is None else compiled
+    if not callable(compiled) and not (isinstance(compiled, (list, tuple)) and all(map(callable, compiled))):
+        raise ValueError(
+            f"Case.compile returned a {type(compiled).__name__}, expected a callable, a list of callables "
+            "(the blocks a driver calls) or None"
+        )
+    return chosen.around_engine(check, fn, compiled)
 
 
 __all__ = [
+    "PIPELINES",
     "CompileOptions",
+    "CompilePipeline",
     "EngineCompile",
     "PipelineSettings",
     "compile_for_pipeline",
+    "pipeline_of",
     "pipeline_settings",
     "probe_cpu_isa",
     "resolve",

@@ -45,7 +45,7 @@ from compile_checks.pipelines.vllm_env import vllm_module
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
 
-    from compile_checks.api import CloneCheck
+    from compile_checks.session import CloneCheck
 
 SIMULATION_LABEL = "CPU SIMULATION of vLLM's GPU path (VllmBackend graph splitting + PostGradPassManager)"
 

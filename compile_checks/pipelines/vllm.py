@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from compile_checks.api import CloneCheck, CompileCheckError, callable_name, first_line
 from compile_checks.pipelines.vllm_env import VllmPipelineError, vllm_env, vllm_module
+from compile_checks.session import CloneCheck, CompileCheckError, callable_name, first_line
 
 if TYPE_CHECKING:
     from vllm.config import VllmConfig

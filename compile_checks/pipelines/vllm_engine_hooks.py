@@ -6,9 +6,10 @@
   backend is ``torch._TorchCompileInductorWrapper``; while :func:`inductor_through` is active its
   call hands each dynamo graph to the check's backend with the options vLLM gave it, so the regions
   are vLLM's and so is the config.
-* **The KV cache, per layer, from the engine.** :class:`EngineCaches` reads each attention layer's
+* **The KV cache, per allocation, from the engine.** :class:`EngineCaches` reads each attention layer's
   ``kv_cache`` from vLLM's forward context (``no_compile_layers``: the model's
-  ``static_forward_context``) before every region call; and records, per layer, each time vLLM's
+  ``static_forward_context``) before every region call, layers sharing one allocation (vLLM's hybrid
+  KV cache manager) as one pool (:func:`shared_pools`); and records, per layer, each time vLLM's
   cache ops (``unified_kv_cache_update`` / ``unified_attention_with_output``, through
   ``get_attention_context``) reach that layer's cache by its name while the engine runs.
 * **The warm-up after the cache exists.** vLLM's CPU worker compiles in its warm-up, *before* the KV
@@ -25,12 +26,15 @@ from __future__ import annotations
 
 import contextlib
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 from unittest import mock
 
 import torch
 
+from compile_checks.check.graph.geometry import StorageRef
+from compile_checks.check.graph.overlap import views_overlap
+from compile_checks.check.storage_identity import storage_key
 from compile_checks.pipelines.vllm_env import vllm_module
 
 # vLLM's module whose cache ops look the layer (and its kv_cache) up by name
@@ -38,31 +42,44 @@ ATTENTION_MODULE = "vllm.model_executor.layers.attention.attention"
 
 
 @contextlib.contextmanager
-def inductor_through(backend: Callable[..., Any]) -> Iterator[None]:
+def inductor_through(
+    backend: Callable[..., Any], options_hook: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+) -> Iterator[None]:
     """Every ``torch.compile(..., backend="inductor", options=...)`` graph compiles through ``backend``
-    (called ``backend(gm, example_inputs, options=<the options torch.compile was given>)``)."""
+    (called ``backend(gm, example_inputs, options=<the options torch.compile was given>)``, passed through
+    ``options_hook`` when given: the engine gate watches vLLM's custom passes there)."""
     wrapper_cls = torch._TorchCompileInductorWrapper
 
     def call(self: Any, model_: torch.fx.GraphModule, inputs_: Sequence[Any]) -> Any:
-        return backend(model_, inputs_, options=dict(self.config))
+        options = dict(self.config)
+        return backend(model_, inputs_, options=options_hook(options) if options_hook else options)
 
     with mock.patch.object(wrapper_cls, "__call__", call):
         yield
 
 
 class EngineCaches:
-    """The engine's KV cache tensors by layer name, as vLLM's forward context holds them.
+    """The engine's KV cache tensors, one pool per allocation, as vLLM's forward context holds them.
 
     A zero-argument callable (``CloneCheck(pools=...)`` re-reads it before every region call): the
     non-empty ``kv_cache`` of each attention layer of the running forward; outside a forward (the
-    check reads it once more on exit), the last ones read.
+    check reads it once more on exit), the last ones read. Layers whose caches share memory (vLLM's
+    hybrid KV cache manager points a sliding-window layer and a full-attention layer at one tensor)
+    are one pool, named by its layers joined with ``+`` (:func:`shared_pools`); ``layers_of`` says
+    which layers each pool holds.
     """
 
     def __init__(self) -> None:
         self._forward_context = vllm_module("vllm.forward_context")
         self.last: dict[str, torch.Tensor] = {}
+        # pool name -> the layers whose kv_cache it is (one, or several sharing one allocation)
+        self.layers_of: dict[str, tuple[str, ...]] = {}
+        # layer name -> its own kv_cache tensor (a view of its pool)
+        self.layer_tensors: dict[str, torch.Tensor] = {}
         # layer name -> how many times vLLM's cache ops reached that layer's cache by name
         self.reached: Counter[str] = Counter()
+        # pool name -> reaches of any of its layers' caches (what the check's attribution reads)
+        self.reached_pools: Counter[str] = Counter()
         # layer names whose cache a cache op reached while it was not the tensor the check names
         self.stale: set[str] = set()
         # true while a reach is not the engine's own (the write check's eager run of a compiled call's graph)
@@ -72,10 +89,15 @@ class EngineCaches:
         if not self._forward_context.is_forward_context_available():
             return dict(self.last)
         layers = self._forward_context.get_forward_context().no_compile_layers
-        pools = {name: cache for name, cache in _layer_caches(layers).items() if cache.numel() > 0}
-        if pools:
-            self.last = pools
+        self.read(layers)
         return dict(self.last)
+
+    def read(self, forward_context: Mapping[str, Any]) -> None:
+        """The caches from a model's forward context (vLLM's ``static_forward_context``), outside a forward."""
+        caches = {name: cache for name, cache in _layer_caches(forward_context).items() if cache.numel() > 0}
+        if caches:
+            self.last, self.layers_of = shared_pools(caches)
+            self.layer_tensors = caches
 
     @contextlib.contextmanager
     def recording_reaches(self) -> Iterator[None]:
@@ -89,12 +111,55 @@ class EngineCaches:
             cache = out[2]
             if isinstance(cache, torch.Tensor) and cache.numel() > 0 and not self.not_counted():
                 self.reached[name] += 1
-                if self.last and self.last.get(name) is not cache:
+                self.reached_pools[next((p for p, ls in self.layers_of.items() if name in ls), name)] += 1
+                if self.layer_tensors and self.layer_tensors.get(name) is not cache:
                     self.stale.add(name)
             return out
 
         with mock.patch.object(attention, "get_attention_context", get_attention_context):
             yield
+
+
+def shared_pools(caches: Mapping[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], dict[str, tuple[str, ...]]]:
+    """One pool per allocation: layers whose caches share an element of memory are one pool.
+
+    Returns (pool name -> tensor, pool name -> its layers). A pool of one layer is named by it; of several,
+    by their names joined with ``+``, its tensor the layer's cache that spans all of theirs (vLLM's hybrid
+    manager: the same bytes viewed per layer), else a byte view of the storage over their union.
+    Caches that only share a storage (vLLM allocates the layers' caches side by side) stay apart.
+    """
+    groups: list[list[str]] = []
+    for name, t in caches.items():
+        hits = [g for g in groups if any(_share_memory(t, caches[other]) for other in g)]
+        merged = [n for g in hits for n in g] + [name]
+        groups = [g for g in groups if all(g is not h for h in hits)] + [merged]
+    order = list(caches)
+    pools: dict[str, torch.Tensor] = {}
+    layers_of: dict[str, tuple[str, ...]] = {}
+    for group in sorted(groups, key=lambda g: min(order.index(n) for n in g)):
+        names = tuple(sorted(group, key=order.index))
+        pool = "+".join(names)
+        pools[pool] = _spanning(caches[n] for n in names)
+        layers_of[pool] = names
+    return pools, layers_of
+
+
+def _share_memory(t: torch.Tensor, u: torch.Tensor) -> bool:
+    if t.device != u.device or storage_key(t) != storage_key(u):
+        return False
+    return views_overlap(StorageRef.of(t).geometry, StorageRef.of(u).geometry)
+
+
+def _spanning(tensors: Iterable[torch.Tensor]) -> torch.Tensor:
+    """The tensor whose byte span covers all of ``tensors``', else a byte view of their union."""
+    members = list(tensors)
+    spans = [StorageRef.of(t).byte_span() for t in members]
+    lo, hi = min(s[0] for s in spans), max(s[1] for s in spans)
+    for t, span in zip(members, spans, strict=True):
+        if span == (lo, hi):
+            return t
+    first = members[0]
+    return first.new_empty(0, dtype=torch.uint8).set_(first.untyped_storage(), lo, (hi - lo,), (1,))
 
 
 def _layer_caches(layers: Mapping[str, Any]) -> dict[str, torch.Tensor]:
@@ -140,4 +205,4 @@ def warm_up_after_cache() -> Iterator[list[str]]:
         yield notes
 
 
-__all__ = ["ATTENTION_MODULE", "EngineCaches", "inductor_through", "warm_up_after_cache"]
+__all__ = ["ATTENTION_MODULE", "EngineCaches", "inductor_through", "shared_pools", "warm_up_after_cache"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from compile_checks.findings import Evidence, Verdict, verdict_of
 from compile_checks.ranks.launcher import RankRun
 from compile_checks.ranks.spec import RankedCase
 from compile_checks.verdict import copy_names, failure_reasons
@@ -28,6 +29,12 @@ def rank_error(run: RankRun) -> str | None:
         why = f"died with exit code {run.returncode} before writing its result"
     tail = run.log_tail.strip() or "(empty log)"
     return f"rank {run.rank} {why}; its log ends:\n{tail}"
+
+
+def rank_verdict(result: dict[str, Any], *, expect_clean: bool) -> Verdict:
+    """One rank's verdict against its own expectation (compiled == eager is merged over the ranks)."""
+    evidence = Evidence(report=result["report"], copies=result["clones"], other_copies=result["other_clones"])
+    return verdict_of(evidence, expect_clean=expect_clean)
 
 
 def copies_summary(result: dict[str, Any]) -> str:
@@ -92,12 +99,8 @@ class RankedResult:
             f"rank {k}: {why}"
             for k, r in sorted(self.results.items())
             for why in failure_reasons(
-                expect_clean=self.ranked.expectation(k),
-                clean=r["clean"],
-                problems=r["problems"],
+                rank_verdict(r, expect_clean=self.ranked.expectation(k)),
                 copies=[*r["clones"], *r["other_clones"]],
-                eager_match=None,
-                max_abs_diff=None,
                 copies_listed=True,
             )
         ]
@@ -149,4 +152,4 @@ class RankedResult:
         }
 
 
-__all__ = ["RankedResult", "copies_summary", "rank_error"]
+__all__ = ["RankedResult", "copies_summary", "rank_error", "rank_verdict"]

@@ -22,6 +22,7 @@ STATUS_COLOURS: dict[str, str] = {
     "expected clones": "#8a5a00",
     "REGRESSION": "#b00020",
     "UNEXPECTEDLY CLEAN": "#b00020",
+    "FAILED": "#b00020",
     "ERROR": "#b00020",
 }
 
@@ -66,7 +67,7 @@ def _cell(value: object, kind: str) -> str:
 
 
 def _summary(df: pd.DataFrame) -> str:
-    bad = df[df["status"].isin(["REGRESSION", "UNEXPECTEDLY CLEAN", "ERROR"])]
+    bad = df[df["status"].isin(["REGRESSION", "UNEXPECTEDLY CLEAN", "FAILED", "ERROR"])]
     if bad.empty:
         return f"All {len(df)} case(s) met their expectation."
     return f"<strong>{len(bad)} of {len(df)} case(s) did not meet their expectation:</strong> " + ", ".join(

@@ -4,7 +4,7 @@ The report needs two facts besides the verdict: how many times the compiled call
 (a user's step is one call) and the final post-grad graphs (their ideal bytes,
 :mod:`compile_checks.reports.ideal`). So the case's own driver is handed a counting wrapper of the
 compiled callable, and Inductor's final graphs are read while ``run_case`` runs; the case, its
-pipeline, its mode and its check are the gate's.
+pipeline, its mode and its check (the write check included) are the gate's.
 """
 
 from __future__ import annotations
@@ -48,8 +48,10 @@ def run_for_report(case: Case, mode: Mode, dump_dir: str | None = None) -> Repor
         return counters[-1](*case.args, **dict(case.kwargs))
 
     with record_final_graphs() as graphs:
-        # the counting driver must see only the compiled run: no eager reference run (lost-write check)
-        counted = case.replace(driver=counting_driver, check_writes=False)
+        # the case's own write check, as the gate runs it: a lost write is a failing row, never a clean one (nor
+        # the model's ideal). It runs each call's captured graph eagerly inside the compiled call, not through
+        # the driver: the counter still sees only the compiled callable's calls.
+        counted = case.replace(driver=counting_driver)
         result = run_case(counted, analysis_only=mode.analysis_only, dump_dir=dump_dir)
     result.case = case  # the user's case, not the counting copy
     calls = sum(c.calls for c in counters)

@@ -62,15 +62,18 @@ def model_key(case: Any, calls: int) -> tuple[object, ...]:
 def one_ideal_per_model(done: list[Any]) -> None:
     """The layouts of one model move the same data at best: each graph-derived ideal becomes the model's least
     per call (a layout that copies reads its copies too, and would be measured against an inflated ideal).
+    Only a run the check passed apart from its copies can be that least: one with a failing finding (a lost
+    write: its graph moves less than the engine must) or an undecided check is never the model's ideal.
     ``done``: :class:`compile_checks.reports.run.ReportRun` of the user's cases, changed in place."""
     groups: dict[tuple[object, ...], list[Any]] = {}
     for r in done:
         if r.ideal[0] is not None and r.ideal[1] == "graph" and r.calls > 0:
             groups.setdefault(model_key(r.result.case, r.calls), []).append(r)
     for runs in groups.values():
-        if len(runs) < 2:
+        sound = [r for r in runs if not r.result.report.problems]
+        if len(runs) < 2 or not sound:
             continue
-        best = min(runs, key=lambda r: r.ideal[0] / r.calls)
+        best = min(sound, key=lambda r: r.ideal[0] / r.calls)
         per_call = best.ideal[0] / best.calls
         for r in runs:
             r.ideal = (

@@ -37,8 +37,9 @@ DEFAULT_VIDEO_CHUNKS = 60
 MIB = 1 << 20
 NAN = float("nan")
 
-# status -> what it means; html_page colours by it
-STATUSES: tuple[str, ...] = ("clean", "expected clones", "REGRESSION", "UNEXPECTEDLY CLEAN", "ERROR")
+# status -> what it means; html_page colours by it. FAILED: the gate's failing findings (a lost write, too many
+# recompiles...): the compiled run is not the engine's work, its traffic is not comparable; ERROR: undecided
+STATUSES: tuple[str, ...] = ("clean", "expected clones", "REGRESSION", "UNEXPECTEDLY CLEAN", "FAILED", "ERROR")
 
 
 @dataclass(frozen=True)
@@ -118,7 +119,10 @@ def format_bytes(n: float) -> str:
     return f"{n:.0f} B"
 
 
-def status_of(expect_clean: bool, clones: int, errors: int = 0) -> str:
+def status_of(expect_clean: bool, clones: int, errors: int = 0, failing: int = 0) -> str:
+    """``failing``: the run's failing findings (lost writes...); ``errors``: what the check could not decide."""
+    if failing:
+        return "FAILED"
     if errors:
         return "ERROR"
     if clones == 0:
@@ -126,8 +130,33 @@ def status_of(expect_clean: bool, clones: int, errors: int = 0) -> str:
     return "REGRESSION" if expect_clean else "expected clones"
 
 
-def verdict(name: str, status: str, clones: int, extra_per_step: float, ratio: float, copies: int | None = None) -> str:
+def failing_findings(report: CloneReport) -> list[Any]:
+    """The run's findings that fail the case whatever it expects (the gate's: lost writes, too many recompiles...)."""
+    return [f for f in report.run_findings if f.fails]
+
+
+def _failed_verdict(name: str, failing: list[Any]) -> str:
+    kinds = ", ".join(sorted({str(f.kind) for f in failing}))
+    pools = sorted({str(f.pool) for f in failing if getattr(f, "pool", None)})
+    where = f" on pool{'s' if len(pools) > 1 else ''} {', '.join(pools)}" if pools else ""
+    return (
+        f"{name}: FAILED: {kinds}{where} (the gate's finding, see its output): the compiled run does not do the "
+        "engine's work, so its traffic is not comparable and is never taken as the model's ideal"
+    )
+
+
+def verdict(
+    name: str,
+    status: str,
+    clones: int,
+    extra_per_step: float,
+    ratio: float,
+    copies: int | None = None,
+    failing: list[Any] | None = None,
+) -> str:
     """One line: did the case do what it is there for, and what its copies cost."""
+    if status == "FAILED":
+        return _failed_verdict(name, failing or [])
     if status == "ERROR":
         return f"{name}: ERROR: the check reported errors (see the gate's output)"
     if clones == 0:
@@ -204,7 +233,8 @@ def _row(
         ideal_video = (ideal_chunk * video_chunks, "run average x chunks")
     extra_video = extra_chunk * video_chunks
     copies = len(acc.executed_clones(report))
-    status = status_of(run.expect_clean, len(report.clones), len(report.problems))
+    failing = failing_findings(report)
+    status = status_of(run.expect_clean, len(report.clones), len(report.problems) - len(failing), len(failing))
     kernel = NAN if run.analysis_only else per_unit(acc.kernel_bytes_per_run(report), run.num_steps)
     row = TrafficRow(
         case=run.name,
@@ -233,7 +263,7 @@ def _row(
         analysis_only=run.analysis_only,
         compile_seconds=float(run.compile_seconds),
         wall_seconds=float(run.wall_seconds),
-        verdict=verdict(run.name, status, len(report.clones), extra_step, ratio, copies),
+        verdict=verdict(run.name, status, len(report.clones), extra_step, ratio, copies, failing),
         **fields,
     )
     return row, nodes

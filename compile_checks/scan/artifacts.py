@@ -52,6 +52,8 @@ class GraphArtifacts:
     scope: str = ""  # the PATH it came from, when a scan reads several
     # the caches that served this compile (compile_checks.vocab.CacheServed values); empty: compiled here
     served_from: tuple[str, ...] = ()
+    # ``fail_type: fail_reason`` of a compile Dynamo logged as failed (its graph never ran compiled); None: it did not
+    compile_failure: str | None = None
 
     @property
     def label(self) -> str:

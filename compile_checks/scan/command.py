@@ -4,13 +4,13 @@ One :class:`~compile_checks.gate.outcome.Outcome` per graph (label ``rank0 [0/0]
 ``pipeline`` ``"trace"``: how the graph was compiled is not the scan's to know), and one per pool
 that ``[tool.compile_checks.scan] pools`` judges; the gate's JSON document, JUnit writer and exit
 codes (:func:`compile_checks.gate.commands.exit_code`) as they are. Exit 2: a PATH that is not
-compile artifacts, a truncated trace, or a ``--pools`` entry that matched no input of any graph;
-exit 4: a compile that logged no post-grad graph.
+compile artifacts, a truncated trace (a payload cut short, a compile without its closing
+``compilation_metrics``), or a ``--pools`` entry that matched no input of any graph; exit 4: a compile
+that failed (``fail_type`` in its metrics) or logged no post-grad graph.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import time
 from collections.abc import Sequence
@@ -26,7 +26,7 @@ from compile_checks.errors import UnwritableOutput, UsageError
 from compile_checks.gate.commands import check_writable_file, exit_code, stdout_gone
 from compile_checks.gate.junit import write_junit
 from compile_checks.gate.outcome import Outcome
-from compile_checks.gate.outputs import json_document
+from compile_checks.gate.outputs import failing_cell, json_document
 from compile_checks.scan.artifacts import GraphArtifacts, ScanError
 from compile_checks.scan.config import ScanConfig, load_scan_config
 from compile_checks.scan.copies import GraphScan, scan_graph
@@ -72,6 +72,7 @@ def _graph_outcome(s: GraphScan, config: ScanConfig) -> Outcome:
         check_errors=list(s.problems),
         clones=own,
         other_clones=judged_by_pool,
+        other_clones_counted=False,  # judged by their pool's row
         wall_seconds=s.seconds,
         notes=list(s.notes),
         report={
@@ -82,9 +83,8 @@ def _graph_outcome(s: GraphScan, config: ScanConfig) -> Outcome:
             "served_from": list(art.served_from),
         },
     )
-    for finding in s.findings:  # a failing finding, as the gate's run findings (the verdict cell names its kind)
+    for finding in s.findings:  # a failing finding, as the gate's run findings (compile_checks.findings reads it)
         kind, _, message = finding.partition(": ")
-        out.check_errors.append(finding)
         out.report.setdefault("run_findings", []).append({"kind": kind, "message": message, "fails": True})
     if s.error:
         out.error, out.error_kind = s.error, ErrorKind.COMPILE
@@ -118,11 +118,9 @@ def _bytes(copies: Sequence[dict[str, Any]]) -> str:
 def _verdict(o: Outcome) -> str:
     if o.error is not None:
         return "[red]ERROR[/red]"
-    findings = sorted({f["kind"] for f in o.report.get("run_findings", [])})
-    if findings:
-        return f"[red]{escape(', '.join(findings))}[/red]"
-    if o.check_errors:
-        return "[red]undecided[/red]"
+    cell = failing_cell(o.verdict)  # the gate's words for what fails (compile_checks.gate.outputs)
+    if cell is not None:
+        return cell
     if o.clean:
         return "clean"
     return escape(f"{len(o.clones)} copy(ies) {copy_names(o.clones)} {_bytes(o.clones)} B/call")
@@ -146,11 +144,9 @@ def print_scan(outcomes: Sequence[Outcome], code: int, seconds: float, notes: Se
         )
     console.print(t)
     for o in outcomes:
-        findings = [f"{f['kind']}: {f['message']}" for f in o.report.get("run_findings", [])]
-        # a finding is printed as what it is, not among what the check could not decide
-        rest = dataclasses.replace(o, check_errors=[e for e in o.check_errors if e not in findings])
-        lines = [render_copy(c) for c in [*o.clones, *o.other_clones]] + findings
-        for line in lines + rest.failure_reasons(copies_listed=True):
+        # each finding once, as what it is (the verdict's words: compile_checks.verdict.failure_reasons)
+        lines = [render_copy(c) for c in [*o.clones, *o.other_clones]]
+        for line in lines + o.failure_reasons(copies_listed=True):
             console.print(f"  {o.label}: {line}", highlight=False, markup=False)
         for n in o.notes:
             console.print(f"  {o.label}: note: {n}", highlight=False, markup=False)

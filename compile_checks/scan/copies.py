@@ -263,6 +263,12 @@ def scan_graph(art: GraphArtifacts, pools: PoolMap, region: int) -> GraphScan:
     aliasing = alias_finding(art)
     if aliasing is not None:
         out.findings.append(aliasing)
+    if art.compile_failure is not None:
+        out.error = (
+            f"{art.label} ({art.origin}): the compile failed ({art.compile_failure}): "
+            "its graph never ran compiled, no verdict"
+        )
+        return out
     if art.post_grad is None and _nothing_to_lower(art.aot_graph):
         # Inductor's own no-op rule (compile_fx_inner: no call node): it runs no pass and logs no post-grad
         # graph for a graph that returns its inputs (``x.type_as(v)`` of equal dtypes); nothing to copy

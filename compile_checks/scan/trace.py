@@ -16,7 +16,12 @@ a shorter (cleaner) list of graphs. The events read:
   on an FX graph cache hit the same text is its own ``inductor_post_grad_graph`` event (codecache.py);
 * ``inductor_output_code``: the generated wrapper code (torch/_inductor/graph.py);
 * ``artifact`` ``aotautograd_cache_hit`` / ``fx_graph_cache_hit``: the compile was served from a cache
-  (:mod:`compile_checks.scan.cache_origin` says so, and whether the artifact's aliasing is the inputs').
+  (:mod:`compile_checks.scan.cache_origin` says so, and whether the artifact's aliasing is the inputs');
+* ``compilation_metrics``: Dynamo's last record of every compile (``_compile``'s ``finally``), with its
+  ``fail_type`` / ``fail_reason``. A compile that logged a graph but no ``compilation_metrics`` is a log
+  cut at a record boundary (a :class:`TruncatedTraceError`, as a cut payload is); one whose metrics name a
+  ``fail_type`` (``InductorError``, ``BackendCompilerFailed``...) failed: its graph never ran compiled
+  (``GraphArtifacts.compile_failure``, an error of that graph).
 """
 
 from __future__ import annotations
@@ -104,6 +109,8 @@ class _Compile:
     tensors: dict[int, dict[str, Any]] = field(default_factory=dict)
     sources: dict[int, str] = field(default_factory=dict)
     served: list[str] = field(default_factory=list)  # CacheServed artifacts logged (a cache served it)
+    finished: bool = False  # its compilation_metrics record was logged (the compile ended)
+    failure: str | None = None  # ``fail_type: fail_reason`` of a failed compile
 
 
 def _compile_id(meta: dict[str, Any]) -> str | None:
@@ -129,6 +136,13 @@ def _add(c: _Compile, r: Record) -> None:
         info = r.meta.get("inductor_output_code")
         filename = info.get("filename") if isinstance(info, dict) else None
         c.output_files.append(str(filename) if filename else None)
+    elif r.name == "compilation_metrics":
+        c.finished = True
+        metrics = r.meta["compilation_metrics"]
+        fail_type = metrics.get("fail_type") if isinstance(metrics, dict) else None
+        if fail_type:
+            reason = str(metrics.get("fail_reason") or "").strip().split("\n", 1)[0]
+            c.failure = f"{fail_type}: {reason[:200]}" if reason else str(fail_type)
     elif r.name == "describe_tensor":
         c.tensors[int(r.meta["describe_tensor"]["id"])] = r.meta["describe_tensor"]
     elif r.name == "describe_source":
@@ -182,8 +196,9 @@ def _inputs(c: _Compile) -> dict[str, InputSource]:
 def read_trace_files(paths: list[Path]) -> list[GraphArtifacts]:
     """Every compile of every log (one log per rank / process), one entry per post-grad graph.
 
-    A compile with a Dynamo graph but no post-grad graph is kept with ``post_grad=None``: the
-    command reports it as an error (a trace of an analysis-only or failed compile says nothing).
+    A compile with a Dynamo graph but no post-grad graph is kept with ``post_grad=None``, a failed
+    one with its ``compile_failure``: the command reports both as errors (exit 4). Raises
+    :class:`TruncatedTraceError` for a compile whose ``compilation_metrics`` record is missing.
     """
     out: list[GraphArtifacts] = []
     for path in paths:
@@ -203,6 +218,11 @@ def read_trace_files(paths: list[Path]) -> list[GraphArtifacts]:
         for c in compiles.values():
             if c.dynamo_graph is None and not c.post_grad:
                 continue  # a frame Dynamo skipped, or events of no graph
+            if not c.finished:
+                raise TruncatedTraceError(
+                    f"{path}: compile [{c.compile_id}] has no compilation_metrics record (Dynamo logs one as each "
+                    "compile ends): the log was cut short, or read while the job was still compiling"
+                )
             inputs = _inputs(c)
             notes = [f"compile attempt {c.attempt} (earlier attempts restarted)"] if c.attempt else []
             if c.output_code and len(c.output_code) != len(c.post_grad):
@@ -221,6 +241,7 @@ def read_trace_files(paths: list[Path]) -> list[GraphArtifacts]:
                     inputs=inputs,
                     notes=list(notes),
                     served_from=tuple(name for name in SERVED_BY if name in c.served),
+                    compile_failure=c.failure,
                 )
                 art.notes += origin_notes(art)
                 out.append(art)

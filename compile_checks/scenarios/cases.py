@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from compile_checks.case import Case, pipeline_label
+from compile_checks.pipelines import pipeline_of
 from compile_checks.scenarios.host_loop import RunStats, make_driver, make_verify
 from compile_checks.scenarios.layouts import build_model
 from compile_checks.scenarios.model import make_weights
@@ -79,12 +80,12 @@ def builtin_cases(
         raise ValueError(f"names must be a sequence of scenario names, got the string {names!r}")
     chosen = [_resolve(n, "names") for n in (DEFAULT_GATE if names is None else names)]
     cases = [scenario_case(s, p) for s in chosen for p in pipelines]
-    if names is None and any(p != Pipeline.STOCK for p in pipelines):
+    if names is None and any(pipeline_of(p).vllm_modules for p in pipelines):
         from compile_checks.scenarios.vllm_module import (
             vllm_module_cases,  # lazy: registers a custom op only the vLLM gate uses
         )
 
-        cases += [c for p in pipelines if p != Pipeline.STOCK for c in vllm_module_cases(pipeline=p)]
+        cases += [c for p in pipelines if pipeline_of(p).vllm_modules for c in vllm_module_cases(pipeline=p)]
     return cases
 
 

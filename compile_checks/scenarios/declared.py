@@ -17,6 +17,7 @@ from typing import Protocol
 
 from compile_checks.case import Case, pipeline_label
 from compile_checks.lazy_case import LazyCase
+from compile_checks.pipelines import pipeline_of
 from compile_checks.scenarios.registry import DEFAULT_GATE, SCENARIOS, VLLM_MODULE_CASES, scenario
 from compile_checks.vocab import Pipeline
 
@@ -71,7 +72,7 @@ def declared_builtin(names: Sequence[str], pipeline: Pipeline) -> list[LazyCase]
         _declared(s, pipeline, functools.partial(_scenario_case, s.name, pipeline))
         for s in (scenario(n) for n in names or DEFAULT_GATE)
     ]
-    if not names and pipeline != Pipeline.STOCK:
+    if not names and pipeline_of(pipeline).vllm_modules:
         declared += [
             _declared(m, pipeline, functools.partial(_module_case, m.fused, pipeline)) for m in VLLM_MODULE_CASES
         ]

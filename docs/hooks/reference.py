@@ -289,13 +289,14 @@ def _inline_entries(doc: str) -> dict[str, str]:
 def json_tables() -> list[tuple[str, list[list[str]]]]:
     """The ``--json`` document's sections, each ``(heading, [[key, type, meaning], ...])``."""
     from compile_checks.check.findings import CloneReport, SurvivingClone
+    from compile_checks.findings import Finding, Verdict
     from compile_checks.gate.outcome import Outcome
-    from compile_checks.verdict import copy_fields
 
     outcome = field_meanings(Outcome)
     rows = [[f"`{f.name}`", str(f.type), outcome.get(f.name, "")] for f in dataclasses.fields(Outcome)]
     rows += [["`verdict_met`", "bool", outcome.get("verdict_met", "")]]
     rows += [["`passed`", "bool", outcome.get("passed", "")]]
+    rows += [["`findings`", "list", outcome.get("findings", "")], ["`verdict`", "dict", outcome.get("verdict", "")]]
     rows += [
         [
             "`eager_compared`",
@@ -305,8 +306,11 @@ def json_tables() -> list[tuple[str, list[list[str]]]]:
         ]
     ]
     clone = field_meanings(SurvivingClone)
-    copy = {**clone, **_inline_entries(copy_fields.__doc__ or "")}
-    copy_rows = [[f"`{k}`", "", copy.get(k, "")] for k in _returned_keys(copy_fields)]
+    copy = {**clone, **_inline_entries(SurvivingClone.fields.__doc__ or "")}
+    copy_rows = [[f"`{k}`", "", copy.get(k, "")] for k in _returned_keys(SurvivingClone.fields)]
+    finding = field_meanings(Finding)
+    finding_rows = [[f"`{f.name}`", str(f.type), finding.get(f.name, "")] for f in dataclasses.fields(Finding)]
+    verdict_rows = [[f"`{k}`", "", field_meanings(Verdict).get(k, "")] for k in _returned_keys(Verdict.to_dict)]
     report = field_meanings(CloneReport)
     report_rows = [[f"`{k}`", "", report.get(k, "")] for k in _returned_keys(CloneReport.to_dict)]
     clone_rows = [[f"`{f.name}`", str(f.type), clone.get(f.name, "")] for f in dataclasses.fields(SurvivingClone)]
@@ -316,6 +320,8 @@ def json_tables() -> list[tuple[str, list[list[str]]]]:
     artifact_rows = [[f"`{k}`", "", artifact.get(k, "")] for k in _returned_keys(region_payload)]
     return [
         ("One case (`cases[]`)", rows),
+        ("One finding (`cases[].findings[]`, `compile_checks.findings.Finding`)", finding_rows),
+        ("The verdict (`cases[].verdict`, `compile_checks.findings.Verdict`)", verdict_rows),
         ("One copy (`cases[].clones[]`, `cases[].other_clones[]`)", copy_rows),
         ("The full report (`cases[].report`, `CloneReport.to_dict()`)", report_rows),
         ("One copy in the report (`cases[].report.clones[]`, `SurvivingClone`)", clone_rows),

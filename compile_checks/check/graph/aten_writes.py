@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Collection
 
 import torch
+import torch._inductor.config as inductor_config
 import torch.fx
 
 from compile_checks.check.graph.fx_helpers import (
@@ -108,9 +109,19 @@ def _scatters_back_clones(chain: list[torch.fx.Node], clones: Collection[str]) -
     That is v1 ``auto_functionalized``'s write-back of a view it cloned
     (``copy_(kv, select_scatter(kv, clone_k, 0, 0))``): the copy is the clone, already a
     functionalization-clone site; Inductor lowers the scatter into the ``copy_`` and allocates
-    no buffer for it, so reporting it too would count one copy twice.
+    no buffer for it, so reporting it too would count one copy twice. Not so when Inductor calls ATen's
+    kernels (:func:`lowered_by_aten`): each scatter is then a pool-sized buffer of its own.
     """
+    if lowered_by_aten():
+        return False
     return all(is_view_scatter(w) and view_chain_root(w.args[1])[0].name in clones for w in chain)  # type: ignore[arg-type]
+
+
+def lowered_by_aten() -> bool:
+    """Inductor's ``fallback_by_default``: it calls ATen's own kernel for the ops it would lower, so a view
+    scatter is an extern kernel's result (a pool-sized buffer of its own), never computed inside its
+    write-back. Read from Inductor's config while it compiles (the post-grad passes run under it)."""
+    return bool(getattr(inductor_config, "fallback_by_default", False))
 
 
 def allocates_buffer(write: torch.fx.Node) -> bool:
@@ -122,9 +133,11 @@ def allocates_buffer(write: torch.fx.Node) -> bool:
     read-modify-write pass over ``k``, no buffer). Read besides, or written back through a reshape or a
     dtype view (``k.view(NB, BS, H, D)[b][o] = x``, ``raw.view(torch.float32)[:, c] = x``), it may get a
     pool-sized buffer: Inductor's choice (:func:`buffer_choice_reason`). Every other functional write
-    (``index_put``, ``scatter`` ...) clones its ``self`` into a buffer first, one per write.
+    (``index_put``, ``scatter`` ...) clones its ``self`` into a buffer first, one per write; so does every
+    view scatter Inductor hands to ATen's kernel (:func:`lowered_by_aten`: Inductor's choice, as it may still
+    lower some).
     """
-    if not is_view_scatter(write):
+    if not is_view_scatter(write) or lowered_by_aten():
         return True
     return any(not _is_write_back_or_chain(user) for user in write.users) or _nested_with_a_later_read(write)
 
@@ -162,6 +175,8 @@ def _views_of(node: torch.fx.Node) -> list[torch.fx.Node]:
 
 def buffer_choice_reason(write: torch.fx.Node) -> str:
     """Why a view scatter that :func:`allocates_buffer` may still get none: the reason an upper bound gives."""
+    if lowered_by_aten():
+        return "is handed to ATen's kernel (fallback_by_default), which returns a new buffer"
     if read_only_through_sub_views(write):
         return "is read only through sub-views besides its write-back"
     if any(_is_write_back_or_chain(u, permutes_only=False) for u in write.users if not _is_write_back_or_chain(u)):
@@ -265,7 +280,10 @@ def find_aten_write_copies(graph: torch.fx.Graph, written_back_clones: Collectio
     nodes already reported) back into the input is their write-back, not a copy of its own.
     A view scatter that writes back the result of a functional write into a view of the same input
     (``kv[:, 0][blocks, offs] = x``: ``select_scatter(kv, index_put(select(kv)))``) is that write's
-    buffer, the size of the view: one site, the inner write's (:func:`_inner_write`).
+    buffer, the size of the view: one site, the inner write's (:func:`_inner_write`). When that scatter may be
+    realized as well (written back through a dtype view or a reshape, or read besides:
+    ``raw.view(torch.float32)[slots, :4] = x`` copies the whole ``raw`` into a buffer of its own), it is a
+    site too, Inductor's choice, settled from the generated code.
     """
     inputs = placeholder_indices(graph)
     found: dict[torch.fx.Node, CloneSite] = {}
@@ -285,9 +303,8 @@ def find_aten_write_copies(graph: torch.fx.Graph, written_back_clones: Collectio
                     site = _write_site(inner, placeholder, inputs[placeholder], (scattered,) if scattered else ())
                     if site is not None:
                         found[inner] = site
-                continue
             if not allocates_buffer(write):
-                continue
+                continue  # an inner write's scatter fused into the write-back: that write's buffer is the only one
             written = (dst_geo,) if dst_geo is not None and write is chain[0] else ()
             site = _write_site(write, placeholder, inputs[placeholder], written)
             prior = found.get(write)
@@ -369,6 +386,7 @@ __all__ = [
     "buffer_choice_reason",
     "find_aten_write_copies",
     "is_functional_write",
+    "lowered_by_aten",
     "read_only_through_sub_views",
     "whole_pool_passes",
 ]

@@ -1,18 +1,20 @@
-"""The buffers a full compile's generated code allocates, to settle what the post-grad graph cannot.
+"""The buffers Inductor's generated code gives memory, to settle what the post-grad graph cannot.
 
 Whether a view scatter gets a buffer of its own is Inductor's lowering choice
 (:attr:`CloneSite.buffer_is_inductors_choice`): it may compute the scatter inside its readers and the
-write-back (no buffer), or realize it (a pool-sized buffer that the write-back copies from). A full
-compile's wrapper code says: each buffer is ``bufN = empty_strided_<device>((shape), (stride),
-torch.<dtype>)``, or ``bufN = bufM; del bufM  # reuse`` (a new buffer in a dead one's memory).
+write-back (no buffer), or realize it (a pool-sized buffer that the write-back copies from).
 
-A site is settled by identity (:func:`settle_by_identity`): Inductor's IR records, for every buffer it
-lowered, the post-grad nodes it was computed from (``origins``, read by the probe when the code is
-generated: :func:`lowered_buffers`). The copy is confirmed when the code allocates a buffer computed from
-the site's node at least as big as the copy; an unrelated activation of the pool's byte size (an SDPA
-window, a returned tensor) is never taken for it. Without those records (another wrapper) the old rule
-applies to the sites that are Inductor's choice: a buffer of the site's byte size (:func:`settle_inductors_choices`).
-The analysis-only mode has no such code: there the site stays, an upper bound with its reason.
+A site is settled by identity (:func:`settle_by_identity`) when Inductor generates its code: its IR
+records, for every buffer it lowered, the post-grad nodes it was computed from (``origins``), and its
+scheduler which buffers the code gives memory of their own (:func:`lowered_buffers`, read when the code
+is generated, whatever the wrapper: the Python wrapper's ``empty_strided_*``, the C++ wrapper's
+``aoti_torch_empty_strided``, an extern or fallback kernel's result such as ``buf1 =
+torch.ops.aten.clone.default(buf0)``, a ``MultiOutput`` of one, a buffer placed in a dead one's memory).
+The copy is confirmed when such a buffer is computed from the site's node and is at least as big as the
+copy; an unrelated activation of the pool's byte size (an SDPA window, a returned tensor) is never taken
+for it. Without those records (the code of a trace) the old rule applies to the sites that are Inductor's
+choice: a buffer of the site's byte size in the Python wrapper's text (:func:`settle_inductors_choices`);
+where no code says, the site is an upper bound with its reason (:func:`upper_bound_note`).
 """
 
 from __future__ import annotations
@@ -37,14 +39,16 @@ _REUSE = re.compile(r"^\s*(\w+) = (\w+); del \2  # reuse", re.M)
 @dataclass(frozen=True)
 class LoweredBuffer:
     """One buffer of Inductor's IR: the post-grad nodes it was computed from, its bytes (a symbolic size at
-    its hint; None when unknown)."""
+    its hint; None when unknown), and whether the generated code gives it memory of its own."""
 
     origins: frozenset[str]
     nbytes: int | None
+    allocated: bool = False
 
 
 def lowered_buffers(graph_lowering: Any) -> dict[str, LoweredBuffer]:
     """Name -> :class:`LoweredBuffer` for every buffer a ``GraphLowering`` registered (read after its codegen)."""
+    owned = _owned_buffers(graph_lowering)
     out: dict[str, LoweredBuffer] = {}
     for buf in getattr(graph_lowering, "buffers", ()):
         try:
@@ -54,7 +58,42 @@ def lowered_buffers(graph_lowering: Any) -> dict[str, LoweredBuffer]:
         origins = {o.name for o in getattr(buf, "origins", ()) or () if hasattr(o, "name")}
         data = getattr(buf, "data", None)
         origins |= {o.name for o in getattr(data, "origins", ()) or () if hasattr(o, "name")}
-        out[name] = LoweredBuffer(frozenset(origins), _buffer_bytes(graph_lowering, buf))
+        out[name] = LoweredBuffer(frozenset(origins), _buffer_bytes(graph_lowering, buf), name in owned)
+    return out
+
+
+def _owned_buffers(graph_lowering: Any) -> set[str]:
+    """Names of the buffers the generated code gives memory of their own, by Inductor's scheduler.
+
+    Every output of a scheduled node, unless Inductor removed it (computed inside the kernel that reads it,
+    or written in place into another buffer: ``removed_buffers``, ``inplaced_to_remove``), it is no memory
+    (a mutation of another buffer, a view of one, the tuple a multi-output kernel returns), or it aliases one
+    of the kernel's inputs (an extern kernel returning a view, ``aten.copy_`` returning its ``self``). The same
+    for every wrapper: an allocation, an extern or fallback kernel's result, a ``MultiOutput`` of one, a
+    buffer placed in a dead one's memory (reuse).
+    """
+    from torch._inductor import ir
+
+    scheduler = getattr(graph_lowering, "scheduler", None)
+    if scheduler is None:
+        return set()
+    removed = set(graph_lowering.removed_buffers) | set(graph_lowering.inplaced_to_remove)
+    out: set[str] = set()
+    for node in scheduler.nodes:
+        for output in node.get_outputs():
+            buf = output.node
+            name = buf.get_name()
+            layout = buf.get_output_spec()
+            if name in removed or not isinstance(layout, ir.Layout):  # NoneLayout, MultiOutputLayout
+                continue
+            if isinstance(layout, (ir.NonOwningLayout, ir.MutationLayoutSHOULDREMOVE)):
+                continue
+            try:
+                aliases = buf.get_inputs_that_alias_output()
+            except NotImplementedError:  # Inductor does not say: memory of its own (never dropped on a doubt)
+                aliases = ()
+            if not aliases:
+                out.add(name)
     return out
 
 
@@ -68,22 +107,17 @@ def _buffer_bytes(graph_lowering: Any, buf: Any) -> int | None:
         return None
 
 
-def allocated_names(code: str) -> set[str]:
-    """Every buffer name the wrapper allocates (``empty_strided``) or places in a dead buffer's memory (reuse)."""
-    return {name for name, _shape, _dtype in _ALLOC.findall(code)} | {new for new, _old in _REUSE.findall(code)}
-
-
 def settle_by_identity(
-    sites: Sequence[CloneSite], code: str, buffers: Mapping[str, LoweredBuffer]
+    sites: Sequence[CloneSite], buffers: Mapping[str, LoweredBuffer]
 ) -> tuple[list[CloneSite], list[str]]:
-    """The sites whose copy the generated code allocates, and a note for each it does not.
+    """The sites whose copy the generated code holds in memory of its own, and a note for each it does not.
 
-    Confirmed: the code allocates a buffer computed from the site's node, or from a write it scatters
-    (:attr:`CloneSite.feeds`: ``index_put`` into ``k.unsqueeze(0)[0]``), per its IR origins, at least as big
-    as the copy at its hint (or of unknown size: never dropped on a doubt). Every site is settled so,
-    certain or Inductor's choice: the code is the truth.
+    Confirmed: the code gives memory to a buffer (:attr:`LoweredBuffer.allocated`) computed from the site's
+    node, or from a write it scatters (:attr:`CloneSite.feeds`: ``index_put`` into ``k.unsqueeze(0)[0]``),
+    per its IR origins, at least as big as the copy at its hint (or of unknown size: never dropped on a
+    doubt). Every site is settled so, certain or Inductor's choice: the code is the truth.
     """
-    free = {n: buffers[n] for n in sorted(allocated_names(code)) if n in buffers}
+    free = {n: b for n, b in sorted(buffers.items()) if b.allocated}
     kept: list[CloneSite] = []
     notes: list[str] = []
     # one buffer is one copy: certain sites claim theirs first, then Inductor's choices
@@ -164,13 +198,25 @@ def settle_inductors_choices(sites: Sequence[CloneSite], code: str) -> tuple[lis
 
 
 def upper_bound_note(site: CloneSite) -> str:
-    """What analysis-only (or a scan of a trace without output code) says of a site that is Inductor's choice."""
-    reason = site.choice_reason or "is read only through sub-views besides its write-back"
+    """What a scan of a trace without Inductor's output code says of a site that is Inductor's choice."""
     return (
-        f"{site.clone_node}: {site.op} into {site.placeholder} {reason}: Inductor may compute it inside its "
-        "readers and the write-back with no buffer, or realize it in a pool-sized one; counted as a copy (an "
-        "upper bound); a full compile (--full) settles it from the generated code"
+        f"{site.clone_node}: {site.op} into {site.placeholder} {_reason(site)}: Inductor may compute it inside "
+        "its readers and the write-back with no buffer, or realize it in a pool-sized one; counted as a copy (an "
+        "upper bound): a trace with Inductor's output code settles it"
     )
+
+
+def undecided_note(site: CloneSite, why: str) -> str:
+    """What the live check says of a site that is Inductor's choice when no generated code settled it: it is
+    undecided (never counted as a copy, never as none), and why the code is missing."""
+    return (
+        f"{site.clone_node}: {site.op} into {site.placeholder} {_reason(site)}: undecided, not counted as a copy: "
+        f"only Inductor's generated code says whether it gets a buffer, and {why}"
+    )
+
+
+def _reason(site: CloneSite) -> str:
+    return site.choice_reason or "is read only through sub-views besides its write-back"
 
 
 def _nbytes(site: CloneSite) -> int | None:
@@ -183,9 +229,9 @@ def _nbytes(site: CloneSite) -> int | None:
 __all__ = [
     "LoweredBuffer",
     "allocated_bytes",
-    "allocated_names",
     "lowered_buffers",
     "settle_by_identity",
     "settle_inductors_choices",
+    "undecided_note",
     "upper_bound_note",
 ]

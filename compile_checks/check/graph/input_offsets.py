@@ -29,21 +29,29 @@ def _rebased(offset: int, tensor: torch.Tensor, compiled_offset: int) -> int:
     return offset + int(tensor.storage_offset()) - compiled_offset
 
 
+def _explicit_offset(node: torch.fx.Node) -> bool:
+    """An ``as_strided`` family call with an explicit offset (without one, the input's own is kept by both)."""
+    if node.op != "call_function" or node.target not in _OFFSET_OPS:
+        return False
+    return len(node.args) >= 4 or "storage_offset" in node.kwargs
+
+
 def rebase_input_offsets(gm: torch.fx.GraphModule) -> tuple[torch.fx.GraphModule, int]:
     """A copy of ``gm`` whose explicit offsets into graph inputs follow Inductor's semantics.
 
-    Returns (the new module, how many offsets were rebased). An input whose compile-time
-    offset is symbolic needs nothing: its symbol is bound to the runtime offset already.
+    Returns (the new module, how many offsets were rebased); ``gm`` itself, not copied nor
+    recompiled, when no node takes an explicit offset. An input whose compile-time offset is
+    symbolic needs nothing: its symbol is bound to the runtime offset already.
     """
+    if not any(_explicit_offset(n) for n in gm.graph.nodes):
+        return gm, 0
     graph = torch.fx.Graph()
     out = graph.graph_copy(gm.graph, {})
     graph.output(out)
     rebased = 0
     for node in list(graph.nodes):
-        if node.op != "call_function" or node.target not in _OFFSET_OPS:
+        if not _explicit_offset(node):
             continue
-        if len(node.args) < 4 and "storage_offset" not in node.kwargs:
-            continue  # no explicit offset: the input's own is kept, by both
         root, _ = view_chain_root(node.args[0])  # type: ignore[arg-type]
         val = root.meta.get("val") if root.op == "placeholder" else None
         if not isinstance(val, torch.Tensor):

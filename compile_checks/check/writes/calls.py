@@ -17,15 +17,17 @@ No host loop is replayed and no Python state needs resetting: the user's driver 
 compiled outputs. A write dropped in any call is caught at that call. Extra memory is what one call
 writes (pre-images, eager's values, offsets), released after the call.
 
-On a region's first :attr:`CallWriteCheck.scan_calls` call(s) the pools the call can reach (those
-sharing storage with its inputs, and those the eager graph wrote) are also checksummed per dim
+On a region's first :attr:`CallWriteCheck.scan_calls` call(s) (every call when it is None: the full
+mode, whose generated code can go wrong on any call) the pools the call can reach (those sharing storage
+with its inputs, and those the eager graph wrote) are also checksummed per dim
 (:func:`~.positions.dim_checksums`): before the eager graph (are they back after the rollback?) and after the
 compiled run (did it write elements the eager graph did not?). Those passes read each such pool; on
-later calls only the written elements are read.
+calls not scanned only the written elements are read.
 
 What it cannot see: a write the eager graph makes where no dispatch mode sees it (an opaque C++ op
 writing memory it does not declare), writes made outside compiled regions (the host loop's own), and,
-after the first call(s) of a region, compiled writes outside the elements the eager graph wrote.
+on calls not scanned (after the first call(s) of a region, analysis-only), compiled writes outside the
+elements the eager graph wrote.
 """
 
 from __future__ import annotations
@@ -79,14 +81,15 @@ class CallWriteCheck:
     """The per-call write check of one session: :meth:`wrap` each region's compiled callable.
 
     ``pools``: a zero-argument callable returning the named pools as they are now (a rebuilt cache is
-    followed). ``label``: a region index -> a short name for messages.
+    followed). ``label``: a region index -> a short name for messages. ``scan_calls``: the calls of each
+    region whose reachable pools are scanned whole (None: every call).
     """
 
     def __init__(
         self,
         pools: Callable[[], Mapping[str, torch.Tensor]],
         label: Callable[[int], str] = lambda i: f"region {i}",
-        scan_calls: int = SCAN_CALLS,
+        scan_calls: int | None = SCAN_CALLS,
     ) -> None:
         self.pools = pools
         self.label = label
@@ -118,7 +121,7 @@ class CallWriteCheck:
             if not pools or kwargs:
                 return compiled(*args, **kwargs)
             call = self.calls[region] = self.calls.get(region, 0) + 1
-            scan = call <= self.scan_calls or region in self._rescan
+            scan = self.scan_calls is None or call <= self.scan_calls or region in self._rescan
             self._rescan.discard(region)
             handed = _handed(pools, inputs)
             self.eager_running = True
