@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from compile_checks.findings import UNDECIDED_KINDS, Finding, Verdict, finding_lines
+from compile_checks.findings import UNDECIDED_KINDS, Finding, Verdict, copy_label, finding_lines
 from compile_checks.vocab import CopyKind, FindingKind
 
 NEGATIVE_CONTROL_LOST = (
@@ -137,12 +137,6 @@ def bytes_per_call(copies: Sequence[Mapping[str, Any]]) -> str:
     if len(values) == 1:
         return f"{next(iter(values))} B/call in each of {len(per_region)} regions"
     return ", ".join(f"region {r}: {b}" for r, b in per_region.items()) + " B/call"
-
-
-def copy_label(d: Mapping[str, Any]) -> str:
-    """What a copy is of: its pool, else the caller's tensor (``kv_cache['full_cache']``, ``input 3``); never the
-    argument name of the op it feeds (an ATen write's ``self``)."""
-    return str(d.get("pool") or d.get("input") or "an unnamed input")
 
 
 def copy_names(copies: Sequence[Mapping[str, Any]], most: int = 3) -> str:

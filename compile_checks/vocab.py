@@ -65,6 +65,17 @@ class Cause(StrEnum):
     OTHER = "other"
 
 
+class WriteKind(StrEnum):
+    """How a copied pool is written in the compiled region: what a fix may advise (compile_checks.explain)."""
+
+    # a mutating custom op (``auto_functionalized``): Inductor reinplaces its base inputs, views taken inside
+    # the region included (under auto_functionalized_v2)
+    OPAQUE_OP = "opaque_op"
+    # plain ATen writes (``index_put_``, ``cache[a:b] = x``): written in place only into a tensor the region
+    # receives as an input and copies back whole; a view taken inside the region is copied
+    ATEN = "aten"
+
+
 class ErrorKind(StrEnum):
     """Why a planned case did not reach a verdict (the gate's exit code follows it)."""
 
@@ -86,6 +97,7 @@ __all__ = [
     "ErrorKind",
     "Functionalization",
     "Pipeline",
+    "WriteKind",
 ]
 
 

@@ -258,6 +258,7 @@ def test_explanation_of_read_after_write_with_culprit_and_fix() -> None:
         ("read_after_write", "my_reorder_pass", "disabled_passes = 'my_reorder_pass'"),
         ("view_not_written_back", None, "as a whole tensor"),
         ("output_alias", None, "do not return the pool"),
+        ("chained_writes", None, "torch.stack([k, v])"),
         ("other", None, "report it with the graphs"),
     ],
 )

@@ -18,7 +18,7 @@ import torch
 from compile_checks.check.findings import CloneReport, SurvivingClone
 from compile_checks.explain.culprit_pass import GraphRecord, PostGradRecorder
 from compile_checks.explain.refusals.records import Refusal
-from compile_checks.vocab import CAUSES, Cause, CopyKind
+from compile_checks.vocab import CAUSES, Cause, CopyKind, WriteKind
 
 REORDER_FIX = (
     "keep the commit out of reach of `{pass_}`: `torch.compile(fn, options={{'{pass_}': False}})`, or in vLLM "
@@ -66,6 +66,22 @@ FIXES: dict[str, str] = {
         "no elements in Python (`if n: cache[...] = ...`, n a Python int): a `[:0]` write still costs the copy"
     ),
     Cause.OTHER: "see Inductor's reason above; keep the dump (`dump_dir=`) and report it with the graphs",
+}
+# where plain ATen writes need other advice than an opaque op: a view taken inside the region is what they copy
+# (the whole-tensor form FIXES advises for an op is the layout that copies), views passed in are written in place
+ATEN_FIXES: dict[str, str] = {
+    Cause.SHARED_STORAGE: (
+        "allocate K and V as separate tensors (for example `ar_paging.allocate_kv_pool_with_views`); "
+        "or split the `(2, ...)` allocation outside the compiled region and pass `kv[0]` / `kv[1]` as two "
+        "inputs (plain ATen writes into views passed in are written in place); do not pass it whole to take "
+        "`kv[0]` / `kv[1]` inside: ATen writes through views taken inside the region copy it "
+        "(`view_not_written_back`)"
+    ),
+    Cause.VIEW_NOT_WRITTEN_BACK: (
+        "pass the compiled region the tensors it writes: split a `(2, ...)` cache outside it and pass `kv[0]` / "
+        "`kv[1]` as two inputs, or allocate K and V apart; plain ATen writes through a view taken inside the "
+        "region are copied whole"
+    ),
 }
 
 
@@ -161,10 +177,14 @@ def shared_storage_fix(me: str, other: str) -> str:
     )
 
 
-def fix_for(cause: str, culprit: str | None) -> str:
+def fix_for(cause: str, culprit: str | None, write_kind: str = WriteKind.OPAQUE_OP) -> str:
+    """The fix of ``cause``: the pass to switch off for a moved read; for a layout, by how the pool is written
+    (``write_kind``: an opaque op, or plain ATen writes, which copy the whole-tensor form an op is fine with)."""
     if cause == Cause.READ_AFTER_WRITE and culprit is not None:
         template = REORDER_FIX if culprit in _INDUCTOR_REORDER_PASSES else CUSTOM_PASS_FIX
         return template.format(pass_=culprit)
+    if write_kind == WriteKind.ATEN and cause in ATEN_FIXES:
+        return ATEN_FIXES[cause]
     return FIXES[cause]
 
 
@@ -221,7 +241,7 @@ def explanation_of(
     if moved_by_unnamed_pass:  # a record rebuilt from a trace: a pass moved the read, the trace does not say which
         culprit = None
     conflicts = [Conflict(r.node, r.op, r.user_line, r.wrapper_line) for r in refusal.readers]
-    fix = fix_for(refusal.cause, culprit)
+    fix = fix_for(refusal.cause, culprit, refusal.write_kind)
     if refusal.cause == Cause.SHARED_STORAGE:
         other_pool = _pool_of(record, refusal.other_base, probe, pools, (refusal.placeholder, clone.pool))
         other = "/".join(refusal.other_args) or refusal.other_base or "another argument"
@@ -230,7 +250,8 @@ def explanation_of(
             f"{me} shares one storage with {other_desc}; Inductor writes {other_desc} in place and must clone "
             f"the shared storage for {me} ({clone.nbytes} bytes)"
         )
-        if not looks_like_kv(clone.pool or arg, other_pool or other):  # a latent and a rope cache: by their names
+        # a latent and a rope cache written by an opaque op: the fix by their own names (ATen writes: ATEN_FIXES)
+        if refusal.write_kind == WriteKind.OPAQUE_OP and not looks_like_kv(clone.pool or arg, other_pool or other):
             fix = shared_storage_fix(me, other_desc)
     elif refusal.cause == Cause.READ_AFTER_WRITE:
         first = conflicts[0].describe() if conflicts else "a later node"
@@ -333,6 +354,7 @@ def explain_report(report: CloneReport, probe: Any, check: Any) -> CloneReport:
 
 
 __all__ = [
+    "ATEN_FIXES",
     "FIXES",
     "UNNAMED_PASS",
     "Conflict",

@@ -8,6 +8,7 @@ plain :class:`Evidence`; this package imports nothing of the checker (no torch).
 
 from compile_checks.findings.collect import collect_findings
 from compile_checks.findings.evidence import Evidence
+from compile_checks.findings.finders._common import copy_label
 from compile_checks.findings.record import COPY_KINDS, UNDECIDED_KINDS, Finding, Verdict, findings_from_dicts
 from compile_checks.findings.registry import Finder, finders, register_finder
 from compile_checks.findings.render import finding_line, finding_lines, kind_name
@@ -26,6 +27,7 @@ __all__ = [
     "Finding",
     "Verdict",
     "collect_findings",
+    "copy_label",
     "finders",
     "finding_line",
     "finding_lines",

@@ -193,22 +193,31 @@ def _enum(cls: Any, meanings: dict[str, str] | None = None) -> str:
     return f"`{cls.__name__}`: {(cls.__doc__ or '').strip()}\n\n" + _table(["value", "meaning"], rows)
 
 
-def _causes(cls: Any, fixes: dict[str, str]) -> str:
-    """The causes with Inductor's rule (the comment above each member) and the fix the check prints."""
+def _causes(cls: Any, fixes: dict[str, str], aten_fixes: dict[str, str]) -> str:
+    """The causes with Inductor's rule (the comment above each member) and the fix the check prints (for a
+    pool written by plain ATen writes, where it differs: after "ATen writes:")."""
     import compile_checks.vocab as vocab
 
     comments = _member_comments(Path(vocab.__file__).read_text(), cls.__name__)
-    rows = [[f"`{m.value}`", comments.get(m.name, ""), fixes[m]] for m in cls]
+    rows = [
+        [
+            f"`{m.value}`",
+            comments.get(m.name, ""),
+            fixes[m] + (f"; **ATen writes:** {aten_fixes[m]}" if m in aten_fixes else ""),
+        ]
+        for m in cls
+    ]
     doc = (cls.__doc__ or "").strip()
     return f"`{cls.__name__}`: {doc}\n\n" + _table(["cause", "Inductor's rule", "fix printed"], rows)
 
 
 def vocabularies() -> str:
     from compile_checks import vocab
-    from compile_checks.explain.explanations import FIXES
+    from compile_checks.explain.explanations import ATEN_FIXES, FIXES
 
     parts = [
-        "## Causes (`Cause`)\n\n" + _causes(vocab.Cause, FIXES),
+        "## Causes (`Cause`)\n\n" + _causes(vocab.Cause, FIXES, ATEN_FIXES),
+        "## How a pool is written (`WriteKind`): the fix follows it\n\n" + _enum(vocab.WriteKind),
         "## Copy kinds (`CopyKind`)\n\n" + _enum(vocab.CopyKind),
         "## Write findings (`WriteProblem`, `CompileProblem`)\n\n"
         + _enum(vocab.WriteProblem)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from compile_checks.vocab import Cause
+from compile_checks.vocab import Cause, WriteKind
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,7 @@ class Refusal:
     other_base: str | None = None
     readers: tuple[Reader, ...] = ()  # read_after_write / output_alias
     inductor_log: str | None = None  # Inductor's own "Reinplace for ..." line when captured
+    write_kind: WriteKind = WriteKind.OPAQUE_OP  # how the buffer is written: an opaque op or ATen writes
 
 
 def op_label(target: Any) -> str:

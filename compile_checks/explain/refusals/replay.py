@@ -31,7 +31,7 @@ from compile_checks.explain.refusals.rules import (
     view_base,
 )
 from compile_checks.explain.user_source import user_line, wrapper_line
-from compile_checks.vocab import Cause
+from compile_checks.vocab import Cause, WriteKind
 
 
 def _candidates(node: torch.fx.Node) -> list[tuple[tuple[str, ...], Any, Any]]:
@@ -293,6 +293,7 @@ def _refusal(
         other_base=other_base,
         readers=readers,
         inductor_log=log_line,
+        write_kind=WriteKind.OPAQUE_OP if node.target in (AF_V1, AF_V2) else WriteKind.ATEN,
     )
 
 

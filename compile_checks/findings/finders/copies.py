@@ -6,12 +6,12 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from compile_checks.findings.evidence import Evidence
-from compile_checks.findings.finders._common import kind_of, layers_of
+from compile_checks.findings.finders._common import copy_label, kind_of, layers_of
 from compile_checks.findings.record import Finding
 from compile_checks.findings.registry import register_finder
 from compile_checks.vocab import FinderSource, FindingKind
 
-_KEPT = ("shape", "dtype", "where", "written_bytes", "explanation", "rank", "graph_file", "line")
+_KEPT = ("shape", "dtype", "where", "written_bytes", "explanation", "rank", "graph_file", "line", "input")
 
 
 def copy_finding(c: Mapping[str, Any], *, other: bool) -> Finding:
@@ -30,7 +30,8 @@ def copy_finding(c: Mapping[str, Any], *, other: bool) -> Finding:
     pool = c.get("pool")
     return Finding(
         kind=kind,
-        message=f"{c.get('op', '?')} argument {c.get('arg', '?')!r} (pool {pool if pool is not None else '-'})",
+        message=f"{c.get('op', '?')} argument {c.get('arg', '?')!r} "
+        + (f"(pool {pool})" if pool is not None else f"(no pool named: {copy_label(c)})"),
         source=FinderSource.GRAPH,
         pool=pool,
         layers=layers_of(pool),
