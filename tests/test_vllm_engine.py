@@ -104,6 +104,27 @@ def _guide_output() -> list[str]:
     return [line for line in block.group(1).splitlines() if line.strip()]
 
 
+@pytest.mark.parametrize(("isa", "head_dim", "block_size"), [("vec", 64, 32), ("vec16", 80, 16)])
+def test_cpu_cache_write_footprint_is_what_the_kernel_writes(isa: str, head_dim: int, block_size: int) -> None:
+    """The footprint registered for vLLM's CPU cache op names exactly the elements its kernel writes (K
+    column-major, V row-major in each block): a footprint short of them fails every call of ``--full``'s scan."""
+    import vllm._custom_ops as ops
+
+    from compile_checks.check.writes.footprint import op_footprints
+
+    blocks, heads = 4, 2
+    kv = torch.zeros(blocks, heads, block_size, 2 * head_dim)  # the layer's cache, split as vLLM's backend does
+    k, v = kv.view(blocks, heads, 2 * block_size, head_dim).chunk(2, dim=2)
+    slots = torch.tensor([block_size + 3, 3 * block_size - 1, -1, 5])  # -1: a padded token, not written
+    key, value = torch.rand(4, heads, head_dim) + 1, torch.rand(4, heads, head_dim) + 1
+    op = torch.ops._C.cpu_attn_reshape_and_cache.default
+    fps = op_footprints(op, "_C::cpu_attn_reshape_and_cache", (key, value, k, v, slots, isa), {})
+    assert fps is not None
+    ops.cpu_attn_reshape_and_cache(key, value, k, v, slots, isa)
+    written = set((kv.reshape(-1) != 0).nonzero().reshape(-1).tolist())
+    assert set(torch.cat([f.offsets() for f in fps]).tolist()) == written
+
+
 def test_cache_taken_into_the_graph_as_two_views_fails_with_each_layer_copied(tmp_path: Path) -> None:
     """Negative control: K and V as two views of the layer's cache handed to an opaque op clone it."""
     from compile_checks.pipelines.vllm_engine import gate_llm

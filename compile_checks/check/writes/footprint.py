@@ -165,15 +165,30 @@ def _slots(call: Mapping[str, Any], pools: Sequence[str], mapping: str, flatten:
     return out
 
 
-def _cpu_attn_slots(call: Mapping[str, Any]) -> list[Footprint]:
+# vLLM's CPU kernels (csrc/cpu/cpu_attn_*.hpp, ``reshape_and_cache``) write a block's K column-major ([head_dim,
+# block_size] per block and head) and its V row-major ([block_size, head_dim]) on these ISAs
+_CPU_ATTN_COLUMN_MAJOR_K = frozenset({"vec", "vec16", "neon", "vsx", "vxe", "rvv"})
+
+
+def cpu_attn_footprints(call: Mapping[str, Any]) -> list[Footprint]:
+    """What ``_C::cpu_attn_reshape_and_cache`` writes: (blocks, H, block_size, D) K and V views of a layer's
+    cache, slot = block * block_size + row. V: the row of each slot; K: the column ``row`` of the block's
+    (head, D, block_size) column-major layout. Another ISA (``amx``: packed tiles) gets the written blocks
+    whole, a superset its rollback can restore."""
     slots = call["slot_mapping"].reshape(-1).to(torch.long)
     slots = slots[slots >= 0]  # vLLM pads with -1: those tokens are not written
-    out = []
-    for name in ("key_cache", "value_cache"):
-        cache = call[name]
-        rows = cache.shape[2]
-        out.append(Footprint.indexed(cache.transpose(1, 2), [slots // rows, slots % rows]))
-    return out
+    key, value = call["key_cache"], call["value_cache"]
+    rows = key.shape[2]
+    block, row = slots // rows, slots % rows
+    if str(call.get("isa", "")) not in _CPU_ATTN_COLUMN_MAJOR_K:
+        touched = block.unique()
+        return [Footprint.along(key, 0, touched), Footprint.along(value, 0, touched)]
+    n, heads, _, dim = key.shape
+    column_major = key.as_strided((n, heads, dim, rows), (key.stride(0), key.stride(1), rows, 1))
+    return [
+        Footprint.indexed(column_major.permute(0, 3, 1, 2), [block, row]),
+        Footprint.indexed(value.transpose(1, 2), [block, row]),
+    ]
 
 
 def _builtin() -> None:
@@ -186,9 +201,8 @@ def _builtin() -> None:
         "_C_cache_ops::reshape_and_cache_flash",
         lambda c: _slots(c, ("key_cache", "value_cache"), "slot_mapping", flatten=True),
     )
-    # vLLM's CPU attention (its CPU build): (blocks, H, block_size, D) K and V views of a layer's cache,
-    # slot = block * block_size + row, the row along dim 2
-    register_write_footprint("_C::cpu_attn_reshape_and_cache", _cpu_attn_slots)
+    # vLLM's CPU attention (its CPU build): K column-major, V row-major in each block (cpu_attn_footprints)
+    register_write_footprint("_C::cpu_attn_reshape_and_cache", cpu_attn_footprints)
 
 
 _builtin()
@@ -238,6 +252,7 @@ __all__ = [
     "FootprintFn",
     "aten_footprints",
     "bound_arguments",
+    "cpu_attn_footprints",
     "op_footprints",
     "register_write_footprint",
     "written_tensors",
