@@ -38,7 +38,7 @@ def test_an_out_of_place_collective_on_a_pool_is_a_copy_and_a_reinplaced_one_is_
         "layer0.k",
     )
     assert copy["nbytes"] == 64 * 16 * 4
-    assert result.differences and result.verdict.startswith("ranks differ: rank 0 1 clone(s) input 4096 B/call")
+    assert result.differences and result.verdict.startswith("ranks differ: rank 0 1 clone(s) layer0.k 4096 B/call")
     # the truth: rank 0's generated code allocates a pool-sized buffer for the collective, rank 1's does not
     rank0, rank1 = _generated_code(tmp_path / "rank0"), _generated_code(tmp_path / "rank1")
     assert (tmp_path / "rank0.log").is_file() and (tmp_path / "rank1.log").is_file()  # each rank's whole log

@@ -49,7 +49,7 @@ def test_only_rank_1_clones_and_the_report_says_the_ranks_differ(outcomes: dict[
     assert o.passed and o.clean is False
     assert {c["rank"] for c in o.clones} == {1}
     assert o.report["differences"] == [o.report["verdict"]]
-    assert o.report["verdict"].startswith("ranks differ: rank 0 clean; rank 1 2 clone(s) v_pool")
+    assert o.report["verdict"].startswith("ranks differ: rank 0 clean; rank 1 2 clone(s) layer0.v,layer1.v")
 
 
 def test_the_gate_outputs_carry_the_ranks(outcomes: dict[str, Outcome]) -> None:

@@ -174,8 +174,9 @@ class Case(Expectation):
 
 def pipeline_label(name: str, pipeline: Pipeline) -> str:
     """``name`` on the stock pipeline, ``name[vllm]`` on another: the one label style of tables,
-    JUnit test names, dump folders and the built-in cases' names (a name already labelled stays)."""
-    return pipeline_of(pipeline).label(name)
+    JUnit test names, dump folders and the built-in cases' names (a name already labelled stays). An unknown
+    pipeline is a ValueError naming the case and the pipelines."""
+    return pipeline_of(pipeline_named(pipeline, f"case {name!r}")).label(name)
 
 
 __all__ = ["Case", "pipeline_label"]
