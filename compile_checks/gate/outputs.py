@@ -92,7 +92,7 @@ def _eager(o: Outcome) -> str:
         return "-"
     cell = "yes" if o.eager_match else f"[red]NO ({o.max_abs_diff:.2e})[/red]"
     # analysis-only ran the post-grad graph: a codegen miscompile is not in this comparison (gate --full)
-    return f"{cell} {POST_GRAD_MARK}" if o.eager_compared == EagerCompared.POST_GRAD else cell
+    return f"{cell}\n{POST_GRAD_MARK}" if o.eager_compared == EagerCompared.POST_GRAD else cell
 
 
 POST_GRAD_MARK = "(post-grad)"
@@ -104,7 +104,9 @@ def verdict_table(outcomes: Sequence[Outcome], title: str) -> Any:
     t = Table(title=title, caption=POST_GRAD_CAPTION if post_grad else None, caption_justify="left")
     # the verdict's longest line (its pool names) whole where it can be (at most 40 columns)
     widest = max((len(line) for o in outcomes for line in _verdict(o).splitlines()), default=0)
-    for col in ("case", "pipeline", "mode", "verdict", "expected", "eager==compiled", "graphs", "result", "wall s"):
+    # two-line headers where a column's cells are narrower than its name: the table fits 100 columns with the
+    # verdict's pool names whole
+    for col in ("case", "pipeline", "mode", "verdict", "expect", "eager==\ncompiled", "graphs", "result", "wall\ns"):
         # a narrow terminal folds the case label and the verdict (pool names, bytes) rather than cut them off
         t.add_column(
             col,
