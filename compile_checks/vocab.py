@@ -57,9 +57,10 @@ class Cause(StrEnum):
     VIEW_OF_INPUT_V1 = "view_of_input_v1"
     # the graph output uses the buffer after the write
     OUTPUT_ALIAS = "output_alias"
-    # two or more ATen writes through views of one graph input in one region (K into ``kv[0]``, then V into
-    # ``kv[1]``): only the last write's result is copied back into the input, so Inductor keeps each earlier one
-    # functional (``should_reinplace_scatter``), a copy of the whole input, whatever it writes (``[:0]`` included)
+    # two or more ATen writes through views of one graph input in one region, one of them into part of a view
+    # (K into ``kv[0, :n]``, then V into ``kv[1, :n]``): only the last write's result is copied back into the
+    # input, so Inductor keeps each earlier one functional (``should_reinplace_scatter``), a copy of the whole
+    # input, whatever it writes (``[:0]`` included); whole-view writes (``kv[0] = k; kv[1] = v``) are one pass
     CHAINED_WRITES = "chained_writes"
     # anything else: the replay's reason plus Inductor's own log line
     OTHER = "other"

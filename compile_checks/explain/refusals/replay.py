@@ -175,7 +175,8 @@ def _written_back_view_scatter(node: torch.fx.Node) -> bool:
 
 def chained_view_scatter(node: torch.fx.Node) -> torch.fx.Node | None:
     """The next write of a view scatter on a graph input that is *not* copied back into it: a later view scatter
-    of its result (``kv[1, :, :n] = v`` after ``kv[0, :, :n] = k``) whose chain reaches the input's ``copy_``.
+    of its result (``kv[1, :, :n] = v`` after ``kv[0, :, :n] = k``) whose chain reaches the input's ``copy_``,
+    where some write of the chain goes into part of a view (a scatter of a scatter).
 
     Inductor's ``should_reinplace_scatter`` reinplaces a view scatter only when its input and result are realized
     anyway or its result is copied back into a graph input; the earlier write of such a chain is neither, so it
@@ -186,15 +187,25 @@ def chained_view_scatter(node: torch.fx.Node) -> torch.fx.Node | None:
     base = node.args[0]
     if base.op not in PLACEHOLDERS or _written_back_view_scatter(node):
         return None
-    cur, nxt = node, None
+    cur, nxt, nested = node, None, _writes_inside_a_view(node)
     for _ in range(64):
         step = next((u for u in cur.users if is_view_scatter(u) and u.args[0] is cur), None)
         if step is None:
             break
         nxt = nxt or step
+        nested = nested or _writes_inside_a_view(step)
         cur = step
     written_back = any(u.target is torch.ops.aten.copy_.default and u.args[:2] == (base, cur) for u in cur.users)
-    return nxt if nxt is not None and written_back else None
+    # a chain of whole-view writes of values of their own (``kv[0] = k; kv[1] = v``, v1's scatter-back of
+    # its clones) is lowered as one pass over the input, no buffer: only a write into part of a view
+    # (``kv[0, :, :n] = k``, a scatter of a scatter) makes Inductor keep the earlier result as a copy
+    return nxt if nxt is not None and written_back and nested else None
+
+
+def _writes_inside_a_view(scatter: torch.fx.Node) -> bool:
+    """A view scatter whose source is itself a view scatter: a write into part of a view of its base."""
+    src = scatter.args[1]
+    return isinstance(src, torch.fx.Node) and is_view_scatter(src)
 
 
 def chained_detail(node: torch.fx.Node, later: torch.fx.Node) -> str:
