@@ -10,17 +10,20 @@ in that code. Negative control: with no code generated, every scatter is undecid
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections import Counter
 from pathlib import Path
 
 import pytest
 import torch
+import torch.fx
 from _checks import pool_sized_allocations, without_generated_code
 from _self_forcing import self_forcing_case
 
 from compile_checks.case import CaseResult, run_case
 from compile_checks.check.graph import generated_buffers
+from compile_checks.check.graph.aten_writes import _scattered_writes
 from compile_checks.check.graph.generated_buffers import allocated_bytes, settle_inductors_choices
 from compile_checks.check.graph.geometry import TensorGeometry
 from compile_checks.check.graph.sites import CloneSite
@@ -167,6 +170,53 @@ def test_settlement_keeps_what_the_code_allocates_and_drops_only_choices() -> No
     one_buffer = WRAPPER.replace("    buf2 = buf0; del buf0  # reuse\n", "")
     assert settle_inductors_choices([certain, choice], one_buffer)[0] == [certain]  # certain sites are never dropped
     assert settle_inductors_choices([certain], "def call(args):\n    pass\n") == ([certain], [])
+
+
+def test_allocated_bytes_follows_reuses_of_reinterpreted_buffers() -> None:
+    """paged_lm's wrapper: ``buf13 = buf12; del buf12  # reuse`` where ``buf12 = reinterpret_tensor(buf10, ...)``
+    and ``buf10`` reinterprets ``buf5``: the reuse is ``buf5``'s 256 bytes, not a buffer of unknown (symbolic)
+    size that would confirm every choice. A reuse of a name the code never sized stays a doubt."""
+    code = WRAPPER.replace(
+        "    buf2 = buf0; del buf0  # reuse\n",
+        "    buf3 = reinterpret_tensor(buf1, (16, 8), (8, 1), 0); del buf1  # reuse\n"
+        "    buf4 = reinterpret_tensor(buf3, (128,), (1,), 0); del buf3  # reuse\n"
+        "    buf5 = buf4; del buf4  # reuse\n",
+    )
+    assert allocated_bytes(code) == Counter({768: 1, 128: 2})
+    unknown = code.replace("buf3 = reinterpret_tensor(buf1,", "buf3 = reinterpret_tensor(buf9,")
+    assert allocated_bytes(unknown) == Counter({768: 1, 128: 1, None: 1})
+
+
+def test_settlement_gives_a_spare_buffer_to_an_earlier_scatter_of_the_chain() -> None:
+    """paged_lm's generated code has one 4096-byte buffer for the chain ``select_scatter_default_1/3/5/7``:
+    ``select_scatter_default_5``'s (``buf17``); the last scatter, the one the write-back copies, is computed
+    inside the write-back's kernel (``cpp_fused_add_copy__5`` stores it straight into the input)."""
+    written = TensorGeometry(shape=(192,), stride=(1,), storage_offset=0, dtype=torch.float32)
+    last = dataclasses.replace(_site("last", 768, True), written=(written,))
+    earlier = _site("earlier", 768, True)
+    one_buffer = WRAPPER.replace("    buf2 = buf0; del buf0  # reuse\n", "")
+    kept, notes = settle_inductors_choices([last, earlier], one_buffer)
+    assert kept == [earlier] and [n.split(":")[0] for n in notes] == ["last"]
+    assert settle_inductors_choices([last, earlier], WRAPPER)[0] == [last, earlier]  # two buffers: both, in order
+
+
+def test_a_scatter_feeds_only_what_it_scatters_not_the_state_it_scatters_into() -> None:
+    """Two writes through views of one buffer (paged_lm's K then V): the second scatter's ``self`` is the first
+    scatter's result, the input's state before it; that state is the first site's value, never the second's feed
+    (else the second site claims the first one's buffer when the code is settled by identity)."""
+    aten = torch.ops.aten
+
+    def two_writes(kv: torch.Tensor, i: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        a = aten.select_scatter.default(kv, aten.index_put.default(aten.select.int(kv, 0, 0), [i], x), 0, 0)
+        b = aten.select_scatter.default(a, aten.index_put.default(aten.select.int(a, 0, 1), [i], x), 0, 1)
+        return aten.copy_.default(kv, b)
+
+    graph = torch.fx.symbolic_trace(two_writes).graph
+    feeds = {n.name: _scattered_writes(n) for n in graph.nodes if n.name.startswith("select_scatter")}
+    assert feeds == {
+        "select_scatter_default": ("index_put_default",),
+        "select_scatter_default_1": ("index_put_default_1",),
+    }
 
 
 def test_settlement_never_drops_on_a_doubt() -> None:

@@ -366,8 +366,11 @@ def _scattered_writes(write: torch.fx.Node) -> tuple[str, ...]:
     if not is_view_scatter(write):
         return ()
     out: list[str] = []
+    base = view_chain_root(write.args[0])[0]  # type: ignore[arg-type]
     cur = view_chain_root(write.args[1])[0]  # type: ignore[arg-type]
-    while is_functional_write(cur):
+    # down to the scatter's own ``self``: the input's state before this write (an earlier scatter of the
+    # chain, ``select_scatter_default_5`` under ``kv[1, 1].index_copy_``) is that site's value, not one it scatters
+    while is_functional_write(cur) and cur is not base:
         out.append(cur.name)
         cur = view_chain_root(cur.args[1] if is_view_scatter(cur) else cur.args[0])[0]  # type: ignore[arg-type]
     return tuple(out)

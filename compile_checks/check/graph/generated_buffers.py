@@ -34,6 +34,8 @@ from compile_checks.check.graph.sites import CloneSite
 # the Python wrapper's allocation (CPU / CUDA / XPU ...); dims are ints, or sizes like s0 when symbolic
 _ALLOC = re.compile(r"^\s*(\w+) = empty_strided_\w+\(\(([^)]*)\), \([^)]*\), (?:device=[^,]+, )?torch\.(\w+)\)", re.M)
 _REUSE = re.compile(r"^\s*(\w+) = (\w+); del \2  # reuse", re.M)
+# a buffer's memory under another shape (``buf12 = reinterpret_tensor(buf10, (4, 16), (16, 1), 0)``): its storage
+_REINTERPRET = re.compile(r"^\s*(\w+) = reinterpret_tensor\((\w+), ", re.M)
 
 
 @dataclass(frozen=True)
@@ -153,16 +155,23 @@ def allocated_bytes(code: str) -> Counter[int | None] | None:
     if "def call(" not in code:
         return None
     sizes: dict[str, int | None] = {}
-    for name, shape, dtype in _ALLOC.findall(code):
-        dims = [d.strip() for d in shape.split(",") if d.strip()]
-        item = getattr(torch, dtype, None)
-        if item is None or not isinstance(item, torch.dtype) or not all(d.isdigit() for d in dims):
-            sizes[name] = None
-        else:
-            sizes[name] = math.prod(int(d) for d in dims) * item.itemsize
-    counts: Counter[int | None] = Counter(sizes.values())
-    for _new, old in _REUSE.findall(code):
-        counts[sizes.get(old)] += 1
+    counts: Counter[int | None] = Counter()
+    for line in code.splitlines():  # in the code's order: a reuse or a reinterpretation of a reuse resolves
+        if alloc := _ALLOC.match(line):
+            name, shape, dtype = alloc.groups()
+            dims = [d.strip() for d in shape.split(",") if d.strip()]
+            item = getattr(torch, dtype, None)
+            if item is None or not isinstance(item, torch.dtype) or not all(d.isdigit() for d in dims):
+                sizes[name] = None
+            else:
+                sizes[name] = math.prod(int(d) for d in dims) * item.itemsize
+            counts[sizes[name]] += 1
+        elif reuse := _REUSE.match(line):
+            new, old = reuse.groups()
+            sizes[new] = sizes.get(old)
+            counts[sizes[new]] += 1
+        elif alias := _REINTERPRET.match(line):  # the same memory under another shape: no buffer of its own
+            sizes.setdefault(alias.group(1), sizes.get(alias.group(2)))
     return counts
 
 
@@ -181,7 +190,10 @@ def settle_inductors_choices(sites: Sequence[CloneSite], code: str) -> tuple[lis
     spare = {size: n - certain.get(size, 0) for size, n in counts.items() if size is not None}
     kept: list[CloneSite] = []
     notes: list[str] = []
-    for site in sites:
+    # the chain's last scatter (the one its write-back copies: ``written`` set) is computed inside the write-back's
+    # kernel when the code has fewer buffers than choices (paged_lm: ``cpp_fused_add_copy__5`` stores
+    # ``select_scatter_default_7`` straight into the input), so the earlier scatters take the spare buffers first
+    for site in sorted(sites, key=lambda s: bool(s.buffer_is_inductors_choice and s.written)):
         size = _nbytes(site)
         if not site.buffer_is_inductors_choice or size is None:
             kept.append(site)
@@ -194,7 +206,8 @@ def settle_inductors_choices(sites: Sequence[CloneSite], code: str) -> tuple[lis
                 f"write-back, and Inductor computed it inside its readers: the generated code has no {size}-byte "
                 "buffer for it, so it is no copy"
             )
-    return kept, notes
+    order = {s.clone_node: i for i, s in enumerate(sites)}
+    return sorted(kept, key=lambda s: order[s.clone_node]), notes
 
 
 def upper_bound_note(site: CloneSite) -> str:
