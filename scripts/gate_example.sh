@@ -37,7 +37,7 @@ import json, sys, xml.etree.ElementTree as ET
 junit, doc = ET.parse(sys.argv[1]).getroot(), json.load(open(sys.argv[2]))
 names = [c.get("name") for c in junit.iter("testcase")]
 bad = [c.get("name") for c in junit.iter("testcase") if c.find("failure") is not None or c.find("error") is not None]
-assert doc["schema_version"] == 1, doc.get("schema_version")
+assert doc["schema_version"] == 2, doc.get("schema_version")
 assert len(doc["cases"]) == len(names) == 4, (len(doc["cases"]), names)  # split + fused, stock + vllm
 assert sum("split" in n for n in names) == 2 and sum("fused" in n for n in names) == 2, names
 assert not bad, f"failing testcases: {bad}"
