@@ -40,8 +40,8 @@ FIX = (
 
 
 @dataclass(frozen=True)
-class FoldedPoolFinding:
-    """A named pool that freezing turned into a constant of one compiled region."""
+class _Frozen:
+    """One (region, pool) freezing inlined, as logged."""
 
     pool: str
     region: int | None
@@ -49,6 +49,12 @@ class FoldedPoolFinding:
     shape: tuple[int, ...]
     dtype: str
     nbytes: int
+
+
+@dataclass(frozen=True)
+class FoldedPoolFinding(_Frozen):
+    """A named pool that freezing turned into a constant of one compiled region: what was logged, worded."""
+
     message: str
     kind: FindingKind = FindingKind.POOL_FOLDED
     fails: bool = True
@@ -69,16 +75,6 @@ class FoldedPoolFinding:
         }
 
 
-@dataclass(frozen=True)
-class _Frozen:
-    pool: str
-    region: int | None
-    constant: str
-    shape: tuple[int, ...]
-    dtype: str
-    nbytes: int
-
-
 @dataclass
 class FrozenPoolLog:
     """What freezing turned into constants during one session: each (region, pool) once."""
@@ -96,7 +92,7 @@ class FrozenPoolLog:
                 "region reads of it into the compiled code, so from the next call on the region reads the pool as "
                 f"it was when compiled, not as it is; {FIX}"
             )
-            out.append(FoldedPoolFinding(f.pool, f.region, f.constant, f.shape, f.dtype, f.nbytes, message))
+            out.append(FoldedPoolFinding(**vars(f), message=message))
         return out
 
 
