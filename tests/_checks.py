@@ -95,6 +95,20 @@ def pool_sized_allocations(code: str, pool_bytes: int) -> list[int]:
     return out
 
 
+# any device's allocation, with or without a device= argument
+_ALLOC_ANY = re.compile(r"empty_strided_\w+\(\(([^)]*)\), \([^)]*\), (?:device=[^,]+, )?torch\.(\w+)\)")
+
+
+def allocated_buffers(code: str) -> list[int]:
+    """Bytes of every non-scalar buffer the generated code allocates, sorted."""
+    out = []
+    for shape, dtype in _ALLOC_ANY.findall(code):
+        dims = [int(d) for d in shape.replace(" ", "").split(",") if d]
+        if dims:
+            out.append(math.prod(dims) * getattr(torch, dtype).itemsize)
+    return sorted(out)
+
+
 def without_generated_code(monkeypatch: pytest.MonkeyPatch) -> None:
     """Analysis-only as it was before it settled Inductor's buffer choices: no graph gets its code generated,
     so every site of Inductor's choice stays undecided (a negative control's way to unsettle a check)."""

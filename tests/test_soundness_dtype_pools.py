@@ -10,11 +10,9 @@ dtype view to go through: only the ``index_put``'s 1024 B buffer.
 
 from __future__ import annotations
 
-import math
-import re
-
 import pytest
 import torch
+from _checks import allocated_buffers
 from torch._inductor.utils import run_and_get_code
 
 from compile_checks.api import CloneCheck
@@ -22,7 +20,6 @@ from compile_checks.check.findings import CloneReport
 
 pytestmark = pytest.mark.compile
 
-_ALLOC = re.compile(r"empty_strided_cpu\(\(([^)]*)\), \([^)]*\), torch\.(\w+)\)")
 SLOTS = torch.tensor([1, 3])
 
 
@@ -34,12 +31,7 @@ def _write(pool: torch.Tensor, x: torch.Tensor, slots: torch.Tensor) -> torch.Te
 
 def _buffers(code: str) -> list[int]:
     """Bytes of every non-scalar buffer the code allocates (the step returns a scalar)."""
-    out = []
-    for shape, dtype in _ALLOC.findall(code):
-        dims = [int(d) for d in shape.replace(" ", "").split(",") if d]
-        if dims:
-            out.append(math.prod(dims) * getattr(torch, dtype).itemsize)
-    return sorted(out)
+    return allocated_buffers(code)
 
 
 def _check(dtype: torch.dtype, full: bool) -> tuple[CloneReport, list[int]]:

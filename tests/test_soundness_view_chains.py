@@ -10,12 +10,11 @@ to ignore fails the same comparison.
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Callable, Sequence
 
 import pytest
 import torch
+from _checks import allocated_buffers
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from torch._inductor.utils import run_and_get_code
@@ -26,7 +25,6 @@ from compile_checks.check.findings import CloneReport
 pytestmark = pytest.mark.compile
 
 POOL = (16, 8, 4)  # 2048 B of float32
-_ALLOC = re.compile(r"empty_strided_\w+\(\(([^)]*)\), \([^)]*\), (?:device=[^,]+, )?torch\.(\w+)\)")
 
 
 def _views(t: torch.Tensor) -> dict[str, Callable[[torch.Tensor], torch.Tensor]]:
@@ -64,12 +62,7 @@ def _step(chain: Sequence[str], read_first: bool) -> Callable[[torch.Tensor, tor
 
 def _buffers(code: str) -> list[int]:
     """Bytes of every non-scalar buffer the code allocates (the reads are sums: scalars)."""
-    out = []
-    for shape, dtype in _ALLOC.findall(code):
-        dims = [int(d) for d in shape.replace(" ", "").split(",") if d]
-        if dims:
-            out.append(math.prod(dims) * getattr(torch, dtype).itemsize)
-    return sorted(out)
+    return allocated_buffers(code)
 
 
 def _agree(chain: Sequence[str], read_first: bool, ignore: bool = False) -> None:
